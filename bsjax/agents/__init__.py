@@ -1,0 +1,14 @@
+"""Captain policies. Each agent is a frozen dataclass with `decide(key, view, sampler, belief)`."""
+
+from bsjax.agents.basic import GreedyAgent, RandomAgent, best_shot
+
+AGENTS = {"random": RandomAgent, "greedy": GreedyAgent}
+
+
+def make_agent(name: str, config):
+    if name not in AGENTS:
+        raise ValueError(f"unknown agent {name!r} (choose from {', '.join(AGENTS)})")
+    return AGENTS[name](config)
+
+
+__all__ = ["AGENTS", "GreedyAgent", "RandomAgent", "best_shot", "make_agent"]

@@ -1,0 +1,47 @@
+"""L0/L1 captains: `random` (uniform over unshot cells) and `greedy` (shoot argmax p)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from bsjax.config import GameConfig
+from bsjax.game import rules
+from bsjax.types import Action, View, shoot
+
+
+def best_shot(hit_probability: jax.Array, unknown: jax.Array) -> jax.Array:
+    """argmax of `[C]` p over unknown cells; ties go to the lowest cell index."""
+    return jnp.argmax(jnp.where(unknown, hit_probability, -1.0)).astype(jnp.int32)
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomAgent:
+    """Shoots a uniformly random unshot cell; never asks. Needs no belief."""
+
+    config: GameConfig
+    name = "random"
+    needs_belief = False
+
+    def decide(self, key: jax.Array, view: View, sampler, belief) -> tuple[Action, jax.Array]:
+        """Returns (action, `[]` float32 p of the chosen cell: 0, no belief). Key consumed."""
+        unknown = rules.unknown_cells(self.config, view.obs)
+        cell = jax.random.categorical(key, jnp.where(unknown, 0.0, -jnp.inf)).astype(jnp.int32)
+        return shoot(cell, self.config), jnp.float32(0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class GreedyAgent:
+    """L1: shoot the unshot cell of highest posterior hit probability (lowest index on ties)."""
+
+    config: GameConfig
+    name = "greedy"
+    needs_belief = True
+
+    def decide(self, key: jax.Array, view: View, sampler, belief) -> tuple[Action, jax.Array]:
+        del key  # deterministic given the belief
+        p = sampler.hit_probability(belief)
+        cell = best_shot(p, rules.unknown_cells(self.config, view.obs))
+        return shoot(cell, self.config), p[cell]

@@ -1,0 +1,141 @@
+"""The batched game loop: functions written for one game, vmapped over G games, finished games
+masked. The only place (with `harness.experiment`) that moves data between device and host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bsjax.config import GameConfig
+from bsjax.game import rules
+from bsjax.types import GameState, TurnRecord
+
+
+@dataclasses.dataclass(frozen=True)
+class GameSpec:
+    """One game to play (host data)."""
+
+    board_id: str
+    seed_index: int
+    game_seed: int
+    spans: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Player:
+    """An agent, its sampler (or None) and the rng mode: everything static about a run."""
+
+    config: GameConfig
+    agent: Any
+    sampler: Any
+    reference_rng: bool = False
+
+    def init_one(self, key: jax.Array, truth_spans: jax.Array, game_seed: jax.Array):
+        """One game's (GameState, belief). The key is consumed."""
+        state = rules.init(self.config, truth_spans, game_seed)
+        belief = (self.sampler.init(key, state.obs, game_seed)
+                  if self.sampler is not None else jnp.zeros(()))
+        return state, belief
+
+    def turn_one(self, key: jax.Array, state: GameState, belief):
+        """One turn of one game: decide, act, update the belief. A finished game is unchanged.
+
+        Returns (state, belief, TurnRecord). The key is consumed.
+        """
+        k_act, k_env, k_belief = jax.random.split(key, 3)
+        view = rules.view(self.config, state)
+        action, p_choice = self.agent.decide(k_act, view, self.sampler, belief)
+        new_state, outcome = rules.step(k_env, self.config, state, action, self.reference_rng)
+        if self.sampler is not None:
+            updated = self.sampler.update(k_belief, belief, new_state.obs)
+            # No refresh is needed once the game is over; keep the old belief then.
+            belief = jax.tree.map(lambda new, old: jnp.where(new_state.done, old, new),
+                                  updated, belief)
+        record = TurnRecord(active=~state.done, kind=action.kind, cell=action.cell,
+                            question_id=action.question_id, outcome=outcome,
+                            hit_probability=jnp.asarray(p_choice, jnp.float32))
+        return new_state, belief, record
+
+
+def game_keys(run_seed: int, game_seeds: np.ndarray, seed_indices: np.ndarray) -> jax.Array:
+    """Per-game base keys from the run seed, the game seed and the seed index.
+
+    Keys depend only on the game, never on its batch, so a resumed or sharded run plays each
+    game exactly as an uninterrupted one does.
+    """
+    base = jax.random.key(run_seed)
+    per_game = jax.vmap(lambda s, i: jax.random.fold_in(jax.random.fold_in(base, s), i))
+    return per_game(jnp.asarray(game_seeds, jnp.uint32), jnp.asarray(seed_indices, jnp.uint32))
+
+
+@dataclasses.dataclass
+class BatchResult:
+    """Host copies of a finished batch."""
+
+    shots: np.ndarray
+    hits: np.ndarray
+    questions: np.ndarray
+    turns: np.ndarray
+    won: np.ndarray
+    ship_cells: np.ndarray
+    records: dict[str, np.ndarray]  # each `[T, G]`
+    seconds: float
+
+
+class BatchRunner:
+    """Compiles the init and turn functions of a Player for a batch size, and plays batches."""
+
+    def __init__(self, player: Player, batch_size: int):
+        self.player = player
+        self.batch_size = batch_size
+        self._init = jax.jit(jax.vmap(player.init_one))
+        self._turn = jax.jit(jax.vmap(player.turn_one))
+        self._fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(0, None)))
+        self.compile_seconds = 0.0
+        self._compiled = False
+
+    def _compile(self, keys, truths, seeds):
+        start = time.perf_counter()
+        self._init = self._init.lower(keys, truths, seeds).compile()
+        states, beliefs = self._init(keys, truths, seeds)
+        turn_keys = self._fold(keys, 0)
+        self._turn = self._turn.lower(turn_keys, states, beliefs).compile()
+        self.compile_seconds = time.perf_counter() - start
+        self._compiled = True
+
+    def play(self, games: list[GameSpec], run_seed: int,
+             on_turn: Callable[[int, int], None] | None = None) -> BatchResult:
+        """Play up to `batch_size` games (padded with copies of the last game, then dropped)."""
+        n = len(games)
+        padded = games + [games[-1]] * (self.batch_size - n)
+        truths = jnp.asarray([g.spans for g in padded], jnp.int32)
+        seeds = np.asarray([g.game_seed for g in padded], np.int64)
+        keys = game_keys(run_seed, seeds, np.asarray([g.seed_index for g in padded]))
+        seeds_j = jnp.asarray(seeds.astype(np.int32))
+        if not self._compiled:
+            self._compile(keys, truths, seeds_j)
+        start = time.perf_counter()
+        init_keys = self._fold(keys, 1 << 20)
+        states, beliefs = self._init(init_keys, truths, seeds_j)
+        records = []
+        for turn in range(self.player.config.max_turns):
+            states, beliefs, record = self._turn(self._fold(keys, turn), states, beliefs)
+            records.append(record)
+            done = np.asarray(jax.device_get(states.done))
+            if on_turn is not None:
+                on_turn(turn, int(done[:n].sum()))
+            if done.all():
+                break
+        host = jax.device_get((states.shots, states.hits, states.questions, states.turn,
+                               states.won, rules.n_ship_cells(self.player.config, states)))
+        stacked = jax.device_get(jax.tree.map(lambda *xs: jnp.stack(xs), *records))
+        seconds = time.perf_counter() - start
+        shots, hits, questions, turns, won, cells = (np.asarray(x)[:n] for x in host)
+        rec = {name: np.asarray(value)[:, :n] for name, value in stacked._asdict().items()}
+        return BatchResult(shots, hits, questions, turns, won, cells, rec, seconds)
