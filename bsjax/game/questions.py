@@ -178,7 +178,8 @@ def family_mask(*families: str) -> np.ndarray:
     """
     for family in families:
         if family not in FAMILIES:
-            raise ValueError(f"unknown question family {family!r} (choose from {', '.join(FAMILIES)})")
+            raise ValueError(
+                f"unknown question family {family!r} (choose from {', '.join(FAMILIES)})")
     return np.array([t.family in families for t in CATALOG], bool)
 
 
@@ -461,7 +462,8 @@ def compile_spec(spec: dict, hit_cells: np.ndarray, unknown_cells: np.ndarray) -
     elif kind == "quadrant":
         name = _field(region, kind, "quadrant")
         if name not in _QUADRANT_RECTS:
-            raise ValueError(f"quadrant: invalid quadrant {name!r} (choose from {', '.join(QUADRANTS)})")
+            raise ValueError(
+                f"quadrant: invalid quadrant {name!r} (choose from {', '.join(QUADRANTS)})")
         mask = _mask(_rect(*_QUADRANT_RECTS[name]))
     elif kind == "row_band_2":
         r = _row_label(_field(region, kind, "start_row", "startRow"), kind)
