@@ -18,9 +18,9 @@ import jax.numpy as jnp
 from jax import lax
 
 from bsjax.belief import constraints
-from bsjax.belief import generator
+from bsjax.belief import generator, moves
 from bsjax.config import GameConfig
-from bsjax.game import bitboard, refrng
+from bsjax.game import refrng
 from bsjax.game import spans as spans_lib
 from bsjax.types import Observations
 
@@ -123,9 +123,15 @@ class ChainSampler:
     # ----- internals -----
 
     def _step_keys(self, key: jax.Array, n: int) -> chex.Array:
+        """Per-step randomness: `[n, 3]` uint32 words (ship, placement, acceptance).
+
+        Drawn in one call rather than splitting a key per step (threefry per step dominated the
+        step cost). In reference mode the words are unused placeholders: draws come from the
+        int32 stream.
+        """
         if self.reference_rng:
-            return jnp.zeros((n,), jnp.int32)  # placeholder xs: draws come from the int32 stream
-        return jax.random.split(key, n)
+            return jnp.zeros((n, 3), jnp.uint32)
+        return jax.random.bits(key, (n, 3), jnp.uint32)
 
     def _log_post(self, board: chex.Array, obs: Observations) -> chex.Array:
         return constraints.log_posterior(self.config, spans_lib.spans_bits(self.config, board),
@@ -135,7 +141,8 @@ class ChainSampler:
         """Replace a shot-inconsistent board by the first consistent stored sample, else by the first
         consistent `generateBoard(seed++)` within `repair_tries`, else keep it."""
         cfg = self.config
-        ok = lambda spans: constraints.shot_consistent(spans_lib.spans_bits(cfg, spans), obs)  # noqa: E731
+        ok = lambda spans: constraints.shot_consistent(  # noqa: E731
+            spans_lib.spans_bits(cfg, spans), obs, cfg.reveal_colour)
         board_ok = ok(state.board)
         sample_ok = jax.vmap(ok)(state.samples)
         first = jnp.argmax(sample_ok)
@@ -158,46 +165,27 @@ class ChainSampler:
         board = jnp.where(use_sample, state.samples[first], board)
         return state.replace(board=board, board_seed=seed)
 
-    def _draw_int(self, stream, key, m):
+    def _draw_int(self, stream, word, m):
+        """An integer in [0, m): from the reference stream, or from a uniform uint32 word."""
         if self.reference_rng:
             return refrng.jax_next_int(stream, m)
-        return stream, jax.random.randint(key, (), 0, jnp.maximum(m, 1), dtype=jnp.int32)
+        return stream, refrng.u32_times_int_high(word, m)
 
-    def _mh_step(self, key, carry, obs: Observations):
-        """One single-ship MH move with the reference's enumeration-time shot check."""
+    def _mh_step(self, words, carry, obs: Observations):
+        """One single-ship MH move with the reference's enumeration-time shot check.
+
+        `words` is `[3]` uint32 randomness (ignored in reference mode)."""
         board, log_post, stream = carry
         cfg = self.config
-        k_ship, k_place, k_accept = (jax.random.split(key, 3) if not self.reference_rng
-                                     else (None, None, None))
-        n_ships = board.shape[0]
-        stream, ship = self._draw_int(stream, k_ship, jnp.int32(n_ships))
-
-        ship_bits = spans_lib.spans_bits(cfg, board)                              # [S, W]
-        this_bits = ship_bits[ship]
-        others = jnp.where((jnp.arange(n_ships) == ship)[:, None], jnp.uint32(0), ship_bits)
-        other_bits = bitboard.union(others, axis=0)
-        length = spans_lib.span_lengths(cfg, board[ship])
-        cand, valid = spans_lib.candidate_spans(cfg, length)                      # [K]
-        cand_bits = spans_lib.spans_bits(cfg, cand)                               # [K, W]
-
-        # Hits this ship covers must stay covered; misses it covers must be left; a shot cell it
-        # does not cover is judged by the other ships alone (so a miss cell never filters).
-        hits, misses = obs.hit_bits, obs.miss_bits
-        need = (hits & this_bits) | obs.colour_bits[ship]
-        forbid = misses & this_bits
-        others_fail = (bitboard.any_set(hits & ~this_bits & ~other_bits)
-                       | bitboard.any_set(misses & ~this_bits & other_bits))
-        kept = (valid & ~bitboard.intersects(cand_bits, other_bits[None])
-                & bitboard.contains(cand_bits, need[None])
-                & ~bitboard.intersects(cand_bits, forbid[None]) & ~others_fail)
-        differs = kept & (cand != board[ship])
-        pool = jnp.where(jnp.any(differs), differs, kept)
+        k_ship, k_place, k_accept = words[0], words[1], words[2]
+        stream, ship = self._draw_int(stream, k_ship, jnp.int32(board.shape[0]))
+        pool, cand = moves.move_pool(cfg, board, ship, obs, mask_misses=False)
         pool_size = jnp.sum(pool, dtype=jnp.int32)
         has_pool = pool_size > 0
 
         new_stream, pick = self._draw_int(stream, k_place, pool_size)
         stream = jnp.where(has_pool, new_stream, stream)
-        chosen = cand[jnp.argmax(jnp.cumsum(pool.astype(jnp.int32)) > pick)]
+        chosen = cand[moves.nth_true(pool, pick)]
         proposal = board.at[ship].set(chosen)
         new_log_post = self._log_post(proposal, obs)
 
@@ -210,7 +198,7 @@ class ChainSampler:
             u = refrng.u32_to_unit_float(u32, self.log_dtype)
             stream = jnp.where(needs_uniform, next_stream, stream)
         else:
-            u = jax.random.uniform(k_accept, (), self.log_dtype)
+            u = refrng.u32_to_unit_float(k_accept, self.log_dtype)
         tiny = jnp.asarray(5e-324 if self.log_dtype == jnp.float64 else 1e-45, self.log_dtype)
         accept_mh = jnp.log(jnp.maximum(u, tiny)) < delta
         accept = has_pool & finite_new & (~finite_cur | (delta >= 0) | accept_mh)

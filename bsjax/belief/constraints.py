@@ -11,18 +11,21 @@ from bsjax.types import Observations
 NEG_INF = -jnp.inf
 
 
-def shot_consistent(ship_bits: jnp.ndarray, obs: Observations) -> jnp.ndarray:
+def shot_consistent(ship_bits: jnp.ndarray, obs: Observations, has_colours: bool = True) -> jnp.ndarray:
     """Whether a placement agrees with every shot.
 
     Args:
       ship_bits: `[S, W]` uint32 bitboard of each ship.
       obs: the observations.
+      has_colours: static; False skips the colour/sunk terms (protocols that reveal no colour).
     Returns:
       `[]` bool: every hit covered, no miss covered, ship k covers the cells revealed as k, and a
       ship known sunk covers exactly its revealed cells.
     """
     board = bitboard.union(ship_bits, axis=0)
     ok = bitboard.contains(board, obs.hit_bits) & ~bitboard.intersects(board, obs.miss_bits)
+    if not has_colours:
+        return ok
     colour_ok = bitboard.contains(ship_bits, obs.colour_bits)                       # [S]
     sunk_ok = ~obs.sunk | ~bitboard.any_set(ship_bits ^ obs.colour_bits)              # [S]
     return ok & jnp.all(colour_ok & sunk_ok)
@@ -54,6 +57,6 @@ def log_posterior(config: GameConfig, ship_bits: jnp.ndarray, obs: Observations,
                   dtype=jnp.float32) -> jnp.ndarray:
     """Unnormalised log-posterior of a placement `[S, W]`: -inf if it contradicts a shot."""
     board = bitboard.union(ship_bits, axis=0)
-    return jnp.where(shot_consistent(ship_bits, obs),
+    return jnp.where(shot_consistent(ship_bits, obs, config.reveal_colour),
                      answer_log_likelihood(config, board, obs, dtype),
                      jnp.asarray(NEG_INF, dtype))

@@ -54,12 +54,20 @@ def unpack(bits: jnp.ndarray, n_cells: int) -> jnp.ndarray:
 
 def union(bits: jnp.ndarray, axis: int) -> jnp.ndarray:
     """Bitwise OR over an axis."""
-    return jnp.bitwise_or.reduce(bits, axis=axis)
+    bits = jnp.moveaxis(bits, axis, 0)
+    folded = bits[0]
+    for i in range(1, bits.shape[0]):  # static and small (ships, words)
+        folded = folded | bits[i]
+    return folded
 
 
 def any_set(bits: jnp.ndarray) -> jnp.ndarray:
     """Whether any bit is set: `[..., W]` -> `[...]` bool."""
-    return jnp.any(bits != 0, axis=-1)
+    # An explicit OR over the (static, tiny) word axis fuses better than a reduction.
+    folded = bits[..., 0]
+    for word in range(1, bits.shape[-1]):
+        folded = folded | bits[..., word]
+    return folded != 0
 
 
 def intersects(a: jnp.ndarray, b: jnp.ndarray) -> jnp.ndarray:

@@ -1,0 +1,183 @@
+"""Our default belief: P particles per game, reweighted, resampled and rejuvenated by MH.
+
+Sequential Monte Carlo over the placement posterior, for ONE game (vmapped over particles
+inside, over games by the harness). After every observation each particle's weight is multiplied
+by the likelihood of the new evidence, the set is resampled (systematic, static shape) when the
+effective sample size drops below P/2, and every particle takes a few single-ship MH moves
+targeting the new posterior (improved pool: placements covering a miss are masked out up front).
+
+Shot evidence enters the MH target as a steep penalty, -PENALTY per violated shot cell, rather
+than -inf: a consistent particle can never move to an inconsistent placement (the pool forbids
+it), while a particle that contradicts a new hit is pulled towards placements that cover it. If
+every particle contradicts the evidence the weights fall back to the least-violating particles —
+never NaN.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import chex
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from bsjax.belief import constraints, moves
+from bsjax.config import GameConfig
+from bsjax.game import bitboard, refrng
+from bsjax.game import spans as spans_lib
+from bsjax.types import Observations
+
+PENALTY = 30.0  # per violated shot cell; e^-30 ~ 1e-13 makes violations vanish from the weights
+
+
+@chex.dataclass(frozen=True)
+class ParticleState:
+    """Attributes:
+    spans: `[P, S]` int32 particle placements.
+    log_weights: `[P]` float32 unnormalised log importance weights.
+    log_target: `[P]` float32 each particle's log target under the evidence seen so far.
+    """
+
+    spans: chex.Array
+    log_weights: chex.Array
+    log_target: chex.Array
+
+
+def violations(config: GameConfig, ship_bits: jnp.ndarray, obs: Observations) -> jnp.ndarray:
+    """`[]` int32 shot cells a placement `[S, W]` contradicts (overlaps count too)."""
+    board = bitboard.union(ship_bits, axis=0)
+    count = (bitboard.popcount(obs.hit_bits & ~board) + bitboard.popcount(obs.miss_bits & board))
+    overlap = bitboard.popcount(board) - jnp.sum(bitboard.popcount(ship_bits))
+    count = count - overlap  # popcount(union) < sum of popcounts when ships overlap
+    if config.reveal_colour:
+        count = count + jnp.sum(bitboard.popcount(obs.colour_bits & ~ship_bits))
+        exact = bitboard.popcount(ship_bits ^ obs.colour_bits)
+        count = count + jnp.sum(jnp.where(obs.sunk, exact, 0))
+    return count
+
+
+def log_target(config: GameConfig, spans: jnp.ndarray, obs: Observations) -> jnp.ndarray:
+    """`[]` float32 answer log-likelihood minus PENALTY per violated shot cell."""
+    ship_bits = spans_lib.spans_bits(config, spans)
+    board = bitboard.union(ship_bits, axis=0)
+    return (constraints.answer_log_likelihood(config, board, obs)
+            - PENALTY * violations(config, ship_bits, obs).astype(jnp.float32))
+
+
+def systematic_resample(key: jax.Array, log_weights: jnp.ndarray) -> jnp.ndarray:
+    """`[P]` ancestor indices by systematic resampling (static shape). The key is consumed."""
+    n = log_weights.shape[0]
+    weights = jax.nn.softmax(log_weights)
+    positions = (jax.random.uniform(key) + jnp.arange(n)) / n
+    return jnp.clip(jnp.searchsorted(jnp.cumsum(weights), positions), 0, n - 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class ParticleSampler:
+    """Static configuration (hashable; closed over by jit).
+
+    Attributes:
+      n_particles: P.
+      sweeps: MH sweeps per observation (a sweep = one move per ship, ships drawn at random).
+      init_sweeps: MH sweeps that take the sequential initial draw to the uniform prior.
+    """
+
+    config: GameConfig
+    n_particles: int = 500
+    sweeps: int = 2
+    init_sweeps: int = 8
+
+    name = "particles"
+
+    def init(self, key: jax.Array, obs: Observations, game_seed: chex.Array) -> ParticleState:
+        """Draw P placements, then MH towards the posterior of `obs`. The key is consumed."""
+        del game_seed
+        k_place, k_mh = jax.random.split(key)
+        spans = jax.vmap(lambda k: self._sequential_draw(k, obs))(
+            jax.random.split(k_place, self.n_particles))
+        targets = jax.vmap(lambda s: log_target(self.config, s, obs))(spans)
+        state = ParticleState(spans=spans, log_weights=jnp.zeros(self.n_particles, jnp.float32),
+                              log_target=targets)
+        return self._rejuvenate(k_mh, state, obs, self.init_sweeps)
+
+    def update(self, key: jax.Array, state: ParticleState, obs: Observations) -> ParticleState:
+        """Reweight by the new evidence, resample if ESS < P/2, rejuvenate. The key is consumed."""
+        k_resample, k_mh = jax.random.split(key)
+        targets = jax.vmap(lambda s: log_target(self.config, s, obs))(state.spans)
+        log_weights = state.log_weights + (targets - state.log_target)
+        log_weights = log_weights - jnp.max(log_weights)
+        weights = jnp.exp(log_weights)
+        ess = jnp.square(jnp.sum(weights)) / jnp.sum(jnp.square(weights))
+        ancestors = systematic_resample(k_resample, log_weights)
+        resample = ess < self.n_particles / 2
+        keep = jnp.arange(self.n_particles)
+        index = jnp.where(resample, ancestors, keep)
+        state = ParticleState(spans=state.spans[index],
+                              log_weights=jnp.where(resample, 0.0, log_weights),
+                              log_target=targets[index])
+        return self._rejuvenate(k_mh, state, obs, self.sweeps)
+
+    def weighted_particles(self, state: ParticleState) -> tuple[chex.Array, chex.Array]:
+        return state.spans, jax.nn.softmax(state.log_weights)
+
+    def hit_probability(self, state: ParticleState) -> chex.Array:
+        """`[C]` float32 weighted occupancy marginal."""
+        spans, weights = self.weighted_particles(state)
+        occupancy = spans_lib.board_cells(self.config, spans).astype(jnp.float32)   # [P, C]
+        return weights @ occupancy
+
+    # ----- internals -----
+
+    def _sequential_draw(self, key: jax.Array, obs: Observations) -> jnp.ndarray:
+        """One placement: ships in order, each uniform over spans that avoid placed ships and
+        misses and keep its colour cells. The fleet's lengths are permuted when only the multiset
+        is known (grand tracker). `[S]` int32."""
+        cfg = self.config
+        k_perm, k_ships = jax.random.split(key)
+        lengths = obs.ship_lengths
+        if cfg.fleet is None:
+            lengths = jax.random.permutation(k_perm, lengths)
+        table_bits = jnp.asarray(spans_lib.table_for(cfg).bits)
+
+        def place(occupied, inputs):
+            k, length, colour = inputs
+            cand, valid = spans_lib.candidate_spans(cfg, length)
+            bits = table_bits[cand]
+            ok = valid & ~bitboard.any_set(bits & (occupied | obs.miss_bits)[None])
+            ok = ok & bitboard.contains(bits, colour[None])
+            ok = jnp.where(jnp.any(ok), ok, valid)  # dead end: MH and the penalty repair it
+            span = cand[jax.random.categorical(k, jnp.where(ok, 0.0, -jnp.inf))]
+            return occupied | table_bits[span], span
+
+        keys = jax.random.split(k_ships, cfg.n_ships)
+        _, spans = lax.scan(place, jnp.zeros(cfg.n_words, jnp.uint32),
+                            (keys, lengths, obs.colour_bits))
+        return spans
+
+    def _rejuvenate(self, key: jax.Array, state: ParticleState, obs: Observations,
+                    sweeps: int) -> ParticleState:
+        n_steps = sweeps * self.config.n_ships
+        words = jax.random.bits(key, (n_steps, self.n_particles, 3), jnp.uint32)
+
+        def step(carry, w):
+            spans, target = carry
+            spans, target = jax.vmap(lambda s, t, ww: self._mh_step(ww, s, t, obs))(
+                spans, target, w)
+            return (spans, target), None
+
+        (spans, target), _ = lax.scan(step, (state.spans, state.log_target), words)
+        return state.replace(spans=spans, log_target=target)
+
+    def _mh_step(self, words, spans, target, obs):
+        """One single-ship move of one particle. `words`: `[3]` uint32 randomness."""
+        cfg = self.config
+        ship = refrng.u32_times_int_high(words[0], jnp.int32(spans.shape[0]))
+        pool, cand = moves.move_pool(cfg, spans, ship, obs, mask_misses=True)
+        pool_size = jnp.sum(pool, dtype=jnp.int32)
+        pick = refrng.u32_times_int_high(words[1], pool_size)
+        proposal = spans.at[ship].set(cand[moves.nth_true(pool, pick)])
+        new_target = log_target(cfg, proposal, obs)
+        u = refrng.u32_to_unit_float(words[2], jnp.float32)
+        accept = (pool_size > 0) & (jnp.log(jnp.maximum(u, 1e-30)) < new_target - target)
+        return jnp.where(accept, proposal, spans), jnp.where(accept, new_target, target)

@@ -1,0 +1,137 @@
+"""The `bsjax` command: play, boards, bench.
+
+Bad input gives one line on stderr and exit code 2, before anything is written. With `--json` the
+last stdout line is one JSON object. Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from bsjax.harness.experiment import UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors and exit code 2."""
+
+    def error(self, message: str):  # noqa: D102
+        self.exit(2, f"bsjax: error: {message}\n")
+
+
+def _add_game_args(p: argparse.ArgumentParser, with_out: bool = True) -> None:
+    p.add_argument("--agent", default="greedy", help="random | greedy")
+    p.add_argument("--protocol", default="paper", help="paper | grand")
+    p.add_argument("--suite", default=None, help="synthetic | grand | random (default: the "
+                   "protocol's own suite)")
+    p.add_argument("--boards", default="all", help="all, or a list such as B01,B02")
+    p.add_argument("--board-file", default=None, help="a board in the Grand text format")
+    p.add_argument("--seeds", type=int, default=3, help="seed indices per board")
+    p.add_argument("--sampler", default="particles", help="chain | importance | particles")
+    p.add_argument("--rng", default="jax", help="jax | reference (bit-exact reference chain)")
+    p.add_argument("--particles", type=int, default=500, help="samples / particles per game")
+    p.add_argument("--tau", type=float, default=1.0, help="confidence threshold in [0, 1] (L4)")
+    p.add_argument("--run-seed", type=int, default=0, help="base seed of the JAX keys")
+    p.add_argument("--random-boards", type=int, default=18, help="boards of the random suite")
+    p.add_argument("--batch-size", type=int, default=512, help="games per compiled batch")
+    if with_out:
+        p.add_argument("--out", default=None, help="run directory (default results/play-TIME)")
+        p.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+
+
+def _run_config(args):
+    from bsjax.harness.experiment import RunConfig
+    return RunConfig(agent=args.agent, protocol=args.protocol, suite=args.suite,
+                     boards=args.boards, board_file=args.board_file, seeds=args.seeds,
+                     sampler=args.sampler, rng=args.rng, particles=args.particles, tau=args.tau,
+                     run_seed=args.run_seed, random_boards=args.random_boards,
+                     batch_size=args.batch_size)
+
+
+def cmd_play(args) -> int:
+    from bsjax.harness import experiment
+    from bsjax.harness.progress import GameProgress
+    cfg = _run_config(args)
+    experiment.validate(cfg)
+    out = Path(args.out) if args.out else experiment.default_out_dir("play")
+    experiment.prepare_out_dir(out, cfg, args.resume)
+    summary = experiment.run(cfg, out, resume=args.resume, progress=GameProgress())
+    lo, hi = summary["win_rate_ci"]
+    print(f"{summary['agent']} ({summary['sampler'] or 'no belief'}, {summary['protocol']}): "
+          f"{summary['games']} games  F1 {summary['avg_f1']:.4f}  wins {summary['wins']}/"
+          f"{summary['games']} ({100 * summary['win_rate']:.1f}%, CI [{100 * lo:.1f}, "
+          f"{100 * hi:.1f}])  shots {summary['avg_shots']:.1f}  questions "
+          f"{summary['avg_questions']:.1f}  {summary['games_per_second']:.2f} games/s  -> {out}")
+    if args.json:
+        print(json.dumps(summary))
+    return 0
+
+
+def cmd_boards(args) -> int:
+    from bsjax.config import protocol
+    from bsjax.game import suites
+    config = protocol("paper" if args.suite == "synthetic" else "grand")
+    if args.suite not in ("synthetic", "grand"):
+        raise UsageError(f"unknown suite {args.suite!r} (choose from synthetic, grand)")
+    boards = suites.suite(args.suite, config)
+    table = {b.board_id: b.rows_text() for b in boards}
+    if args.json:
+        print(json.dumps(table))
+    else:
+        for board_id, rows in table.items():
+            print(board_id)
+            print("\n".join("  " + r for r in rows))
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from bsjax.harness import bench
+    cfg = _run_config(args)
+    sizes = [int(x) for x in str(args.games).split(",")]
+    if any(g < 1 for g in sizes):
+        raise UsageError(f"--games must be positive (got {args.games})")
+    for games in sizes:
+        row = bench.bench(cfg, games, repeats=args.repeats)
+        print(json.dumps(row) if args.json else
+              f"{row['agent']}/{row['sampler']} G={games} P={row['particles']}: "
+              f"{row['games_per_second']:.2f} games/s (compile {row['compile_seconds']:.1f} s, "
+              f"{row['device']})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="bsjax", description="Noisy Collaborative Battleship in JAX")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    play = sub.add_parser("play", help="play an agent on a suite and write a run directory")
+    _add_game_args(play)
+    play.set_defaults(func=cmd_play)
+    boards = sub.add_parser("boards", help="print a board suite")
+    boards.add_argument("--suite", default="synthetic", help="synthetic | grand")
+    boards.add_argument("--json", action="store_true")
+    boards.set_defaults(func=cmd_boards)
+    bench = sub.add_parser("bench", help="throughput (games/s, steady state, compile excluded)")
+    _add_game_args(bench, with_out=False)
+    bench.add_argument("--games", default="54", help="batch size(s), e.g. 1,8,54,512")
+    bench.add_argument("--repeats", type=int, default=1, help="timed repetitions (median)")
+    bench.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except UsageError as err:
+        print(f"bsjax: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bsjax: interrupted (finished games are saved; rerun with --resume)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
