@@ -91,32 +91,37 @@ class ParticleSampler:
     name = "particles"
 
     def init(self, key: jax.Array, obs: Observations, game_seed: chex.Array) -> ParticleState:
-        """Draw P placements, then MH towards the posterior of `obs`. The key is consumed."""
+        """Draw P placements, weight them by `obs`, resample, and MH towards the posterior.
+
+        The key is consumed."""
         del game_seed
-        k_place, k_mh = jax.random.split(key)
+        k_place, k_resample, k_mh = jax.random.split(key, 3)
         spans = jax.vmap(lambda k: self._sequential_draw(k, obs))(
             jax.random.split(k_place, self.n_particles))
-        targets = jax.vmap(lambda s: log_target(self.config, s, obs))(spans)
-        state = ParticleState(spans=spans, log_weights=jnp.zeros(self.n_particles, jnp.float32),
-                              log_target=targets)
+        zeros = jnp.zeros(self.n_particles, jnp.float32)
+        state = ParticleState(spans=spans, log_weights=zeros, log_target=zeros)
+        state = self._reweight(k_resample, state, obs)
         return self._rejuvenate(k_mh, state, obs, self.init_sweeps)
 
     def update(self, key: jax.Array, state: ParticleState, obs: Observations) -> ParticleState:
         """Reweight by the new evidence, resample if ESS < P/2, rejuvenate. The key is consumed."""
         k_resample, k_mh = jax.random.split(key)
+        state = self._reweight(k_resample, state, obs)
+        return self._rejuvenate(k_mh, state, obs, self.sweeps)
+
+    def _reweight(self, key: jax.Array, state: ParticleState, obs: Observations) -> ParticleState:
+        """Multiply weights by target(obs) / target(previous evidence); resample if ESS < P/2."""
         targets = jax.vmap(lambda s: log_target(self.config, s, obs))(state.spans)
         log_weights = state.log_weights + (targets - state.log_target)
         log_weights = log_weights - jnp.max(log_weights)
         weights = jnp.exp(log_weights)
         ess = jnp.square(jnp.sum(weights)) / jnp.sum(jnp.square(weights))
-        ancestors = systematic_resample(k_resample, log_weights)
         resample = ess < self.n_particles / 2
-        keep = jnp.arange(self.n_particles)
-        index = jnp.where(resample, ancestors, keep)
-        state = ParticleState(spans=state.spans[index],
-                              log_weights=jnp.where(resample, 0.0, log_weights),
-                              log_target=targets[index])
-        return self._rejuvenate(k_mh, state, obs, self.sweeps)
+        index = jnp.where(resample, systematic_resample(key, log_weights),
+                          jnp.arange(self.n_particles))
+        return ParticleState(spans=state.spans[index],
+                             log_weights=jnp.where(resample, 0.0, log_weights),
+                             log_target=targets[index])
 
     def weighted_particles(self, state: ParticleState) -> tuple[chex.Array, chex.Array]:
         return state.spans, jax.nn.softmax(state.log_weights)

@@ -30,11 +30,14 @@ def empty_observations(config: GameConfig, ship_lengths: jnp.ndarray) -> Observa
 def init(config: GameConfig, truth_spans: jnp.ndarray, game_seed: jnp.ndarray) -> GameState:
     """A new game on the board `truth_spans` (`[S]` int32). Deterministic."""
     truth_spans = jnp.asarray(truth_spans, jnp.int32)
+    lengths = spans_lib.span_lengths(config, truth_spans)
+    if config.fleet is None:
+        lengths = jnp.sort(lengths)  # the tracker gives the multiset, not which ship is which
     zero = jnp.int32(0)
     return GameState(
         truth_spans=truth_spans,
         truth_bits=spans_lib.board_bits(config, truth_spans),
-        obs=empty_observations(config, spans_lib.span_lengths(config, truth_spans)),
+        obs=empty_observations(config, lengths),
         shots=zero, hits=zero, questions=zero, turn=zero,
         done=jnp.bool_(False), won=jnp.bool_(False),
         spotter_stream=refrng.jax_seed_state(

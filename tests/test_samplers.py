@@ -1,0 +1,121 @@
+"""Samplers against the exact posterior on tiny boards, degeneracy, and retrace guards."""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bsjax.belief import exact, make_sampler
+from bsjax.belief.chain import ChainSampler
+from bsjax.belief.particles import ParticleSampler
+from support import observe, tiny
+
+TINY = tiny(5, 5, (3, 2), max_questions=4)
+
+
+def _as_jax(obs):
+    return jax.tree.map(jnp.asarray, obs)
+
+
+# A few evidence situations on the 5x5 board with ships of length 3 and 2 (cells 0..24).
+SITUATIONS = {
+    "empty": dict(),
+    "hit-and-misses": dict(hits=[12], misses=[7, 13, 6]),
+    "question": dict(misses=[0, 24], questions=[(list(range(5)), True), (list(range(20, 25)),
+                                                                            False)]),
+    "hits-and-question": dict(hits=[6, 7], misses=[8, 18], questions=[(list(range(15, 25)), True)]),
+}
+
+
+# The faithful chain's one-ship move freezes which ship covers a hit (paper-protocol §15.8), so
+# it converges to the exact posterior only while there are no hits.
+CASES = ([("chain", 0.06, s) for s in ("empty", "question")]
+         + [("particles", 0.05, s) for s in sorted(SITUATIONS)])
+
+
+@pytest.mark.parametrize("sampler_name, atol, situation", CASES)
+def test_hit_probability_converges_to_exact(sampler_name, atol, situation):
+    obs = observe(TINY, (3, 2), **SITUATIONS[situation])
+    truth = exact.hit_probability(TINY, obs)
+    sampler = make_sampler(sampler_name, TINY, particles=2000)
+    # Average several independent runs: each is an unbiased-in-the-limit estimate.
+    keys = jax.random.split(jax.random.key(7), 4)
+    init = jax.jit(jax.vmap(lambda k: sampler.hit_probability(sampler.init(k, _as_jax(obs),
+                                                                            jnp.int32(5)))))
+    estimate = np.asarray(init(keys)).mean(0)
+    np.testing.assert_allclose(estimate, truth, atol=atol)
+
+
+def test_particles_track_a_sequence_of_observations():
+    """Sequential updates (reweight, resample, MH) match the exact posterior after each step."""
+    sampler = ParticleSampler(TINY, n_particles=3000, sweeps=3)
+    steps = [dict(misses=[12]), dict(misses=[12], hits=[6]), dict(misses=[12, 5], hits=[6]),
+             dict(misses=[12, 5], hits=[6], questions=[(list(range(20, 25)), True)])]
+    update = jax.jit(sampler.update)
+    state = jax.jit(sampler.init)(jax.random.key(0), _as_jax(observe(TINY, (3, 2))), jnp.int32(0))
+    for i, evidence in enumerate(steps):
+        obs = observe(TINY, (3, 2), **evidence)
+        state = update(jax.random.key(i + 1), state, _as_jax(obs))
+        np.testing.assert_allclose(np.asarray(sampler.hit_probability(state)),
+                                   exact.hit_probability(TINY, obs), atol=0.05)
+
+
+@pytest.mark.parametrize("sampler_name", ["chain", "particles"])
+def test_contradictory_evidence_gives_no_nan(sampler_name):
+    # Every cell of row A missed yet "is there a ship in row A?" answered yes, and a hit where
+    # the other evidence makes a ship impossible: no particle can satisfy everything.
+    obs = observe(TINY, (3, 2), hits=[24], misses=[19, 23, 18, 22, 17],
+                  questions=[(list(range(5)), True)])
+    sampler = make_sampler(sampler_name, TINY, particles=200)
+    state = jax.jit(sampler.init)(jax.random.key(0), _as_jax(obs), jnp.int32(3))
+    p = np.asarray(sampler.hit_probability(state))
+    assert np.all(np.isfinite(p)) and np.all((p >= 0) & (p <= 1))
+    _, weights = sampler.weighted_particles(state)
+    assert np.all(np.isfinite(np.asarray(weights)))
+
+
+@pytest.mark.parametrize("sampler_name", ["chain", "particles"])
+def test_update_traces_once(sampler_name):
+    sampler = make_sampler(sampler_name, TINY, particles=64)
+    chex.clear_trace_counter()
+    update = jax.jit(chex.assert_max_traces(sampler.update, n=1))
+    state = jax.jit(sampler.init)(jax.random.key(0), _as_jax(observe(TINY, (3, 2))), jnp.int32(1))
+    for i, evidence in enumerate([dict(misses=[3]), dict(misses=[3], hits=[4])]):
+        state = update(jax.random.key(i), state, _as_jax(observe(TINY, (3, 2), **evidence)))
+    jax.block_until_ready(state)
+
+
+def test_chain_samples_respect_shots_after_repair():
+    """A hit no stored sample covers forces a repair; samples then all agree with the shots."""
+    sampler = ChainSampler(TINY, n_samples=100)
+    obs0 = observe(TINY, (3, 2))
+    state = jax.jit(sampler.init)(jax.random.key(1), _as_jax(obs0), jnp.int32(11))
+    p = np.asarray(sampler.hit_probability(state))
+    cell = int(np.argmin(p))
+    obs1 = observe(TINY, (3, 2), hits=[cell])
+    state = jax.jit(sampler.update)(jax.random.key(2), state, _as_jax(obs1))
+    occupancy = np.asarray(jax.vmap(lambda s: _cells(s))(state.samples))
+    assert occupancy[:, cell].all()
+
+
+def _cells(spans):
+    from bsjax.game import spans as spans_lib
+    return spans_lib.board_cells(TINY, spans)
+
+
+def test_chain_freezes_ship_identity_on_hits():
+    """Reference quirk 8: after a hit, the ship that covers it never changes."""
+    sampler = ChainSampler(TINY, n_samples=300)
+    obs = _as_jax(observe(TINY, (3, 2), hits=[12]))
+    state = jax.jit(sampler.init)(jax.random.key(4), obs, jnp.int32(2))
+    covers = np.asarray(jax.vmap(lambda s: _ship_cells(s)[:, 12])(state.samples))  # [N, S]
+    assert (covers.sum(1) == 1).all()
+    assert covers.all(0).any()  # one ship holds cell 12 in every sample
+
+
+def _ship_cells(spans):
+    from bsjax.game import spans as spans_lib
+    return jnp.asarray(spans_lib.table_for(TINY).cells)[spans]
