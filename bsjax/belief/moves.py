@@ -31,8 +31,8 @@ def move_pool(config: GameConfig, board: jnp.ndarray, ship: jnp.ndarray, obs: Ob
     this_bits = ship_bits[ship]
     others = jnp.where((jnp.arange(n_ships) == ship)[:, None], jnp.uint32(0), ship_bits)
     other_bits = bitboard.union(others, axis=0)
-    cand, valid = spans_lib.candidate_spans(config, spans_lib.span_lengths(config, board[ship]))
-    cand_bits = spans_lib.spans_bits(config, cand)                                # [K, W]
+    cand, valid, cand_bits = spans_lib.candidate_bits(
+        config, spans_lib.span_lengths(config, board[ship]))                      # [K], [K, W]
 
     hits, misses = obs.hit_bits, obs.miss_bits
     need = hits & this_bits
@@ -50,5 +50,21 @@ def move_pool(config: GameConfig, board: jnp.ndarray, ship: jnp.ndarray, obs: Ob
 
 
 def nth_true(mask: jnp.ndarray, n: jnp.ndarray) -> jnp.ndarray:
-    """Index of the n-th (0-based) True of a `[K]` bool mask."""
-    return jnp.argmax(jnp.cumsum(mask.astype(jnp.int32)) > n)
+    """Index of the n-th (0-based) True of a `[K]` bool mask (any index if there is none).
+
+    A prefix sum over K would lower to an O(K^2) reduce-window on CPU and dominated the chain's
+    step; instead the mask is packed into 32-bit words, the word is found from K/32 popcounts,
+    and the bit by a five-step binary search on popcounts.
+    """
+    words = bitboard.pack(mask)                                                   # [K/32]
+    counts = jnp.bitwise_count(words).astype(jnp.int32)
+    before = jnp.cumsum(counts) - counts                                          # tiny: K/32
+    word = jnp.clip(jnp.sum((before + counts) <= n), 0, words.shape[0] - 1)
+    x, rank = words[word], n - before[word]
+    pos = jnp.uint32(0)
+    for half in (16, 8, 4, 2, 1):
+        low = jnp.bitwise_count((x >> pos) & jnp.uint32((1 << half) - 1)).astype(jnp.int32)
+        up = rank >= low
+        rank = jnp.where(up, rank - low, rank)
+        pos = jnp.where(up, pos + jnp.uint32(half), pos)
+    return word * 32 + pos.astype(jnp.int32)

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from bsjax.belief import constraints, moves
+from bsjax.belief import constraints
 from bsjax.config import GameConfig
 from bsjax.game import bitboard, refrng
 from bsjax.game import spans as spans_lib
@@ -85,8 +85,8 @@ class ParticleSampler:
 
     config: GameConfig
     n_particles: int = 500
-    sweeps: int = 2
-    init_sweeps: int = 8
+    sweeps: int = 4
+    init_sweeps: int = 16
 
     name = "particles"
 
@@ -163,7 +163,7 @@ class ParticleSampler:
     def _rejuvenate(self, key: jax.Array, state: ParticleState, obs: Observations,
                     sweeps: int) -> ParticleState:
         n_steps = sweeps * self.config.n_ships
-        words = jax.random.bits(key, (n_steps, self.n_particles, 3), jnp.uint32)
+        words = jax.random.bits(key, (n_steps, self.n_particles, 4), jnp.uint32)
 
         def step(carry, w):
             spans, target = carry
@@ -175,14 +175,28 @@ class ParticleSampler:
         return state.replace(spans=spans, log_target=target)
 
     def _mh_step(self, words, spans, target, obs):
-        """One single-ship move of one particle. `words`: `[3]` uint32 randomness."""
+        """One single-ship Metropolis move of one particle. `words`: `[4]` uint32 randomness.
+
+        The proposal is symmetric: with probability 1/5 a uniformly random span of the ship's
+        length, otherwise one of its four one-cell shifts (rejected if it leaves the board). Each
+        move costs one target evaluation, not a scan of every placement, so many cheap moves
+        replace a few enumerated ones. Overlaps and shot contradictions enter through the
+        target's penalty, so a consistent particle effectively never leaves the evidence.
+        """
         cfg = self.config
+        table = spans_lib.table_for(cfg)
         ship = refrng.u32_times_int_high(words[0], jnp.int32(spans.shape[0]))
-        pool, cand = moves.move_pool(cfg, spans, ship, obs, mask_misses=True)
-        pool_size = jnp.sum(pool, dtype=jnp.int32)
-        pick = refrng.u32_times_int_high(words[1], pool_size)
-        proposal = spans.at[ship].set(cand[moves.nth_true(pool, pick)])
+        current = spans[ship]
+        length = jnp.asarray(table.length)[current]
+        kind = refrng.u32_times_int_high(words[1], jnp.int32(5))
+        count = jnp.asarray(table.count)[length]
+        uniform_span = (jnp.asarray(table.offset)[length]
+                        + refrng.u32_times_int_high(words[2], count))
+        shifted = jnp.asarray(table.neighbours)[current, jnp.clip(kind - 1, 0, 3)]
+        candidate = jnp.where(kind == 0, uniform_span, shifted)
+        valid = candidate >= 0
+        proposal = spans.at[ship].set(jnp.where(valid, candidate, current))
         new_target = log_target(cfg, proposal, obs)
-        u = refrng.u32_to_unit_float(words[2], jnp.float32)
-        accept = (pool_size > 0) & (jnp.log(jnp.maximum(u, 1e-30)) < new_target - target)
+        u = refrng.u32_to_unit_float(words[3], jnp.float32)
+        accept = valid & (jnp.log(jnp.maximum(u, 1e-30)) < new_target - target)
         return jnp.where(accept, proposal, spans), jnp.where(accept, new_target, target)

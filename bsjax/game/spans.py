@@ -29,6 +29,9 @@ class SpanTable:
       offset: `[L_max + 1]` int32 first span index of each length (or -1 if absent).
       count: `[L_max + 1]` int32 number of spans of each length (0 if absent).
       max_count: the largest `count` (the width of a padded per-ship candidate table).
+      neighbours: `[N, 4]` int32 the span shifted by one cell (along its axis -1/+1, across it
+        -1/+1), or -1 where that leaves the board. The relation is symmetric, so a proposal that
+        picks one of the four at random is a symmetric MH proposal.
     """
 
     cells: np.ndarray
@@ -37,6 +40,7 @@ class SpanTable:
     offset: np.ndarray
     count: np.ndarray
     max_count: int
+    neighbours: np.ndarray
 
     @property
     def n_spans(self) -> int:
@@ -84,6 +88,16 @@ def span_table(rows: int, cols: int, lengths: tuple[int, ...]) -> SpanTable:
             cells.append(occ)
             length_of.append(length)
     cells_arr = np.array(cells, bool)
+    index = {}
+    for length in sorted(lengths):
+        for k, (r, c, horizontal) in enumerate(enumerate_spans(rows, cols, length)):
+            index[(length, r, c, horizontal)] = offset[length] + k
+    neighbours = np.full((len(cells), 4), -1, np.int32)
+    for (length, r, c, horizontal), i in index.items():
+        along = [(r, c - 1), (r, c + 1)] if horizontal else [(r - 1, c), (r + 1, c)]
+        across = [(r - 1, c), (r + 1, c)] if horizontal else [(r, c - 1), (r, c + 1)]
+        for j, (rr, cc) in enumerate(along + across):
+            neighbours[i, j] = index.get((length, rr, cc, horizontal), -1)
     return SpanTable(
         cells=cells_arr,
         bits=bitboard.pack_np(cells_arr),
@@ -91,6 +105,7 @@ def span_table(rows: int, cols: int, lengths: tuple[int, ...]) -> SpanTable:
         offset=offset,
         count=count,
         max_count=int(count.max()),
+        neighbours=neighbours,
     )
 
 
@@ -111,6 +126,31 @@ def candidate_spans(config: GameConfig, length: jnp.ndarray) -> tuple[jnp.ndarra
     k = jnp.arange(table.max_count, dtype=jnp.int32)
     valid = k < count
     return jnp.where(valid, offset + k, offset), valid
+
+
+@functools.lru_cache(maxsize=None)
+def _padded_by_length(rows: int, cols: int, lengths: tuple[int, ...]):
+    """Host `[L_max + 1, K, W]` bitboards and `[L_max + 1, K]` span ids, one padded row per length."""
+    table = span_table(rows, cols, lengths)
+    k = table.max_count
+    bits = np.zeros((len(table.count), k, table.bits.shape[1]), np.uint32)
+    ids = np.zeros((len(table.count), k), np.int32)
+    for length in lengths:
+        start, n = int(table.offset[length]), int(table.count[length])
+        bits[length, :n] = table.bits[start:start + n]
+        ids[length, :n] = np.arange(start, start + n)
+        ids[length, n:] = start
+    return bits, ids
+
+
+def candidate_bits(config: GameConfig, length: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray,
+                                                                    jnp.ndarray]:
+    """Like `candidate_spans`, plus their `[K, W]` bitboards, read as one contiguous block
+    (a block gather is much cheaper on CPU than gathering K spans one by one)."""
+    bits, ids = _padded_by_length(config.rows, config.cols, tuple(sorted(config.ship_lengths)))
+    table = table_for(config)
+    valid = jnp.arange(table.max_count, dtype=jnp.int32) < jnp.asarray(table.count)[length]
+    return jnp.asarray(ids)[length], valid, jnp.asarray(bits)[length]
 
 
 def spans_bits(config: GameConfig, spans: jnp.ndarray) -> jnp.ndarray:

@@ -1,0 +1,382 @@
+"""The likelihood-weighted importance sampler (`bsjax.belief.importance`) on tiny boards.
+
+The sequential most-constrained-first proposal is not uniform over configurations, so the oracle
+for its marginals is `sequential_marginal` below: an exhaustive walk of the proposal's own
+placement tree (exact proposal probability of every completed placement, dead ends dropped),
+weighted by the answer likelihood. With a single ship the proposal is uniform and the marginals
+must match the exact posterior (`bsjax.belief.exact`).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import math
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bsjax.belief import constraints, exact
+from bsjax.belief.importance import ImportanceSampler, normalised_weights
+from bsjax.config import GameConfig
+from bsjax.game import bitboard, rules
+from bsjax.game import spans as spans_lib
+from bsjax.types import ask, shoot
+
+N_BIG = 100000
+N_SMALL = 2000
+ATOL = 0.03
+
+
+def tiny(rows, cols, fleet, max_questions=4, **kw):
+    return GameConfig(name="tiny", rows=rows, cols=cols, fleet=tuple(fleet),
+                      ship_lengths=tuple(sorted(set(fleet))), n_ships=len(fleet),
+                      max_questions=max_questions, **kw)
+
+
+def grand_tiny(rows, cols, lengths, max_questions=4):
+    return GameConfig(name="tiny-grand", rows=rows, cols=cols, fleet=None,
+                      ship_lengths=tuple(sorted(set(lengths))), n_ships=len(lengths),
+                      max_questions=max_questions, env_noise=False, evidence_scale=1.0,
+                      reveal_colour=True, sunk_feedback=True)
+
+
+PAPER5 = tiny(5, 5, (3, 2))
+GRAND5 = grand_tiny(5, 5, (3, 2))
+GRAND4 = grand_tiny(4, 4, (2, 2, 3))
+
+
+def bits(config, cells):
+    mask = np.zeros(config.n_cells, bool)
+    mask[list(cells)] = True
+    return bitboard.pack_np(mask)
+
+
+def observe(config, lengths, hits=(), misses=(), questions=(), colour=None, sunk=None):
+    """Observations: `hits` / `misses` cells, `questions` = [(cells, answer)], grand colours."""
+    obs = rules.empty_observations(config, np.asarray(lengths, np.int32))
+    qbits = np.zeros((config.max_questions, config.n_words), np.uint32)
+    answers = np.zeros(config.max_questions, bool)
+    for j, (region, answer) in enumerate(questions):
+        qbits[j] = bits(config, region)
+        answers[j] = answer
+    obs = obs.replace(hit_bits=bits(config, hits), miss_bits=bits(config, misses),
+                      question_bits=jnp.asarray(qbits), answers=jnp.asarray(answers),
+                      n_questions=jnp.int32(len(questions)))
+    if colour is not None:
+        cbits = np.stack([bits(config, c) for c in colour])
+        obs = obs.replace(colour_bits=jnp.asarray(cbits),
+                          hit_bits=jnp.asarray(np.bitwise_or.reduce(cbits, axis=0)),
+                          sunk=jnp.asarray(sunk if sunk is not None else [False] * len(colour)))
+    return obs
+
+
+# ----- the exact distribution of the sequential proposal -----
+
+def _mask(cells_row) -> int:
+    return sum(1 << int(c) for c in np.flatnonzero(cells_row))
+
+
+def _to_int(config, bitwords) -> int:
+    return _mask(bitboard.unpack_np(np.asarray(bitwords, np.uint32), config.n_cells))
+
+
+def sequential_proposal(config, obs, reorder=True):
+    """Exact proposal probability of every completed placement: {spans tuple: q}.
+
+    Mirrors the sampler's process: ship k's base candidates from the shots alone; at each step the
+    unplaced ship with the fewest non-overlapping candidates (tracker: of a length still left)
+    goes next, ties to the lower index (or the fixed initial order with `reorder=False`); a
+    uniform candidate is taken; a dead end drops the mass.
+    """
+    table = spans_lib.table_for(config)
+    masks = [_mask(row) for row in table.cells]
+    length = [int(x) for x in table.length]
+    n_ships = config.n_ships
+    miss = _to_int(config, obs.miss_bits)
+    colour = [_to_int(config, c) for c in np.asarray(obs.colour_bits)]
+    sunk = [bool(x) for x in np.asarray(obs.sunk)]
+    lengths = [int(x) for x in np.asarray(obs.ship_lengths)]
+    tracker = config.fleet is None
+    hist = collections.Counter(lengths)
+    base = []
+    for k in range(n_ships):
+        ok = []
+        for n, m in enumerate(masks):
+            if m & miss or (m & colour[k]) != colour[k] or (sunk[k] and m != colour[k]):
+                continue
+            if (length[n] not in hist) if tracker else (length[n] != lengths[k]):
+                continue
+            ok.append(n)
+        base.append(ok)
+    order = sorted(range(n_ships), key=lambda k: (len(base[k]), k))
+    out = collections.defaultdict(float)
+
+    def rec(prob, occ, placed, remaining, step):
+        if step == n_ships:
+            out[tuple(placed)] += prob
+            return
+        unplaced = [k for k in range(n_ships) if placed[k] is None]
+        cands = {k: [n for n in base[k] if not masks[n] & occ
+                     and (not tracker or remaining[length[n]] > 0)] for k in unplaced}
+        ship = min(unplaced, key=lambda k: (len(cands[k]), k)) if reorder else order[step]
+        if not cands[ship]:
+            return
+        p = prob / len(cands[ship])
+        for n in cands[ship]:
+            new_placed = list(placed)
+            new_placed[ship] = n
+            new_remaining = remaining.copy()
+            new_remaining[length[n]] -= 1
+            rec(p, occ | masks[n], new_placed, new_remaining, step + 1)
+
+    rec(1.0, 0, [None] * n_ships, hist.copy(), 0)
+    return dict(out)
+
+
+def sequential_marginal(config, obs, reorder=True):
+    """`[C]` marginal of the proposal weighted by hit coverage and the answer likelihood."""
+    table = spans_lib.table_for(config)
+    masks = [_mask(row) for row in table.cells]
+    hit = _to_int(config, obs.hit_bits)
+    match, mismatch = config.answer_likelihood()
+    nq = int(obs.n_questions)
+    regions = [_to_int(config, q) for q in np.asarray(obs.question_bits)[:nq]]
+    answers = [bool(a) for a in np.asarray(obs.answers)[:nq]]
+    marg = np.zeros(config.n_cells)
+    total = 0.0
+    for placed, q in sequential_proposal(config, obs, reorder).items():
+        board = functools.reduce(lambda a, n: a | masks[n], placed, 0)
+        if board & hit != hit:
+            continue
+        w = q * math.prod(match if bool(board & r) == a else mismatch
+                          for r, a in zip(regions, answers))
+        total += w
+        marg += w * np.array([(board >> c) & 1 for c in range(config.n_cells)], float)
+    return marg / total if total > 0 else marg
+
+
+@functools.lru_cache(maxsize=None)
+def jitted(sampler):
+    return jax.jit(sampler.update), jax.jit(sampler.hit_probability)
+
+
+def sample(sampler, obs, seed=0):
+    update, hit_probability = jitted(sampler)
+    state = update(jax.random.key(seed), None, obs)
+    return state, np.asarray(hit_probability(state))
+
+
+# ----- scenarios (cell index = row * cols + col) -----
+
+PAPER_SCENARIOS = {
+    "empty": dict(),
+    "shots_and_answers": dict(hits=(0,), misses=(6, 7, 12),
+                              questions=[((18, 19, 23, 24), True), ((2, 3, 4), False)]),
+    "two_hits": dict(hits=(11, 13), misses=(12, 2)),
+}
+
+GRAND_SCENARIOS = {
+    "empty": dict(),
+    "colour": dict(colour=[(12,), ()], misses=(7, 17), questions=[((0, 1, 5, 6), True)]),
+    "sunk": dict(colour=[(12,), (0, 1)], sunk=[False, True], misses=(11,)),
+}
+
+
+@pytest.mark.parametrize("name", list(PAPER_SCENARIOS))
+def test_fixed_fleet_matches_sequential_proposal(name):
+    obs = observe(PAPER5, (3, 2), **PAPER_SCENARIOS[name])
+    _, p = sample(ImportanceSampler(PAPER5, N_BIG), obs)
+    np.testing.assert_allclose(p, sequential_marginal(PAPER5, obs), atol=ATOL)
+
+
+@pytest.mark.parametrize("name", list(GRAND_SCENARIOS))
+def test_tracker_matches_sequential_proposal(name):
+    obs = observe(GRAND5, (3, 2), **GRAND_SCENARIOS[name])
+    _, p = sample(ImportanceSampler(GRAND5, N_BIG), obs)
+    np.testing.assert_allclose(p, sequential_marginal(GRAND5, obs), atol=ATOL)
+
+
+# Three ships, lengths {2, 2, 3} on 4x4 (with two ships the order never changes the proposal).
+GRAND4_SCENARIOS = {
+    "repeated_lengths": dict(colour=[(), (), (5,)], misses=(6, 9),
+                             questions=[((0, 1, 2, 3), False)]),
+    "reorder_matters": dict(colour=[(5,), (3,), (6,)]),
+}
+
+
+@pytest.mark.parametrize("reorder", [True, False], ids=["dynamic", "static"])
+@pytest.mark.parametrize("name", list(GRAND4_SCENARIOS))
+def test_three_ship_tracker_matches_sequential_proposal(name, reorder):
+    obs = observe(GRAND4, (2, 3, 2), **GRAND4_SCENARIOS[name])
+    _, p = sample(ImportanceSampler(GRAND4, N_BIG, reorder=reorder), obs)
+    np.testing.assert_allclose(p, sequential_marginal(GRAND4, obs, reorder), atol=ATOL)
+
+
+def test_dynamic_and_static_order_differ():
+    obs = observe(GRAND4, (2, 3, 2), **GRAND4_SCENARIOS["reorder_matters"])
+    gap = np.abs(sequential_marginal(GRAND4, obs, True) - sequential_marginal(GRAND4, obs, False))
+    assert gap.max() > 3 * ATOL / 2
+
+
+def test_proposal_is_not_the_uniform_posterior():
+    """Sanity of the oracle: the proposal differs from the exact posterior (the test has teeth)."""
+    obs = observe(GRAND5, (3, 2), **GRAND_SCENARIOS["colour"])
+    gap = np.abs(sequential_marginal(GRAND5, obs) - exact.hit_probability(GRAND5, obs))
+    assert gap.max() > 0.03
+
+
+@pytest.mark.parametrize("config, kw", [
+    (tiny(5, 5, (3,)), dict(hits=(12,), misses=(11, 2),
+                            questions=[((13, 14), True), ((7, 17, 22), False)])),
+    (tiny(5, 5, (3,)), dict()),
+    (grand_tiny(5, 5, (3,)), dict(colour=[(6,)], misses=(7,), questions=[((0, 5), True)])),
+])
+def test_single_ship_matches_exact_posterior(config, kw):
+    obs = observe(config, (3,), **kw)
+    _, p = sample(ImportanceSampler(config, N_BIG), obs)
+    np.testing.assert_allclose(p, exact.hit_probability(config, obs), atol=ATOL)
+
+
+# ----- hard constraints on random games -----
+
+@functools.lru_cache(maxsize=None)
+def game_tools(config):
+    step = jax.jit(lambda key, state, action: rules.step(key, config, state, action)[0])
+    sampler = ImportanceSampler(config, N_SMALL)
+    update = jitted(sampler)[0]
+
+    @jax.jit
+    def check(state, obs):
+        ship_bits = spans_lib.spans_bits(config, state.spans)                 # [P, S, W]
+        consistent = jax.vmap(lambda b: constraints.shot_consistent(b, obs, True))(ship_bits)
+        board = spans_lib.board_bits(config, state.spans)
+        disjoint = bitboard.popcount(board) == jnp.sum(bitboard.popcount(ship_bits), axis=-1)
+        log_lik = jax.vmap(lambda b: constraints.answer_log_likelihood(config, b, obs))(board)
+        lengths = spans_lib.span_lengths(config, state.spans)
+        return consistent, disjoint, log_lik, lengths, sampler.weighted_particles(state)[1]
+
+    configs = exact.fleet_configurations(config, config.fleet or (3, 2))
+    return step, update, check, configs
+
+
+@pytest.mark.parametrize("config", [PAPER5, GRAND5], ids=["paper", "grand"])
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_valid_particles_satisfy_hard_constraints(config, data):
+    step, update, check, configs = game_tools(config)
+    truth = configs[data.draw(st.integers(0, len(configs) - 1), label="truth")]
+    state = rules.init(config, jnp.asarray(truth), 0)
+    n_actions = data.draw(st.integers(0, 12), label="n_actions")
+    for t in range(n_actions):
+        if data.draw(st.booleans(), label="ask"):
+            region = data.draw(st.sets(st.integers(0, config.n_cells - 1), min_size=1,
+                                       max_size=6), label="region")
+            action = ask(jnp.int32(-1), jnp.asarray(bits(config, region)))
+        else:
+            action = shoot(data.draw(st.integers(0, config.n_cells - 1), label="cell"), config)
+        state = step(jax.random.key(t), state, action)
+    obs = state.obs
+    particles = update(jax.random.key(n_actions), None, obs)
+    consistent, disjoint, log_lik, lengths, weights = map(np.asarray, check(particles, obs))
+    valid = np.asarray(particles.valid)
+    assert np.all(consistent[valid]) and np.all(disjoint[valid])
+    np.testing.assert_allclose(np.asarray(particles.log_weights)[valid], log_lik[valid],
+                               rtol=1e-6)
+    ship_lengths = np.asarray(obs.ship_lengths)
+    if config.fleet is None:
+        assert np.all(np.sort(lengths[valid], axis=1) == np.sort(ship_lengths))
+    else:
+        assert np.all(lengths[valid] == ship_lengths)
+    assert np.all(weights[~valid] == 0) and np.all(np.isfinite(weights))
+    if valid.any():
+        np.testing.assert_allclose(weights.sum(), 1.0, rtol=1e-5)
+    assert not np.any(np.isneginf(np.asarray(particles.log_weights)[valid]))
+
+
+# ----- weights, sunk ships, degenerate evidence, retracing -----
+
+@pytest.mark.parametrize("config", [PAPER5, GRAND5], ids=["paper", "grand"])
+def test_weights_reflect_answers(config):
+    region_yes, region_no = (0, 1, 2, 3, 4), (20, 21, 22, 23, 24)
+    obs = observe(config, (3, 2), questions=[(region_yes, True), (region_no, False)])
+    state, _ = sample(ImportanceSampler(config, N_SMALL), obs)
+    valid = np.asarray(state.valid)
+    assert valid.all()
+    boards = np.asarray(spans_lib.board_cells(config, state.spans))
+    yes = boards[:, list(region_yes)].any(1)
+    no = ~boards[:, list(region_no)].any(1)
+    log_match, log_mismatch = config.log_answer_likelihood()
+    expected = (np.where(yes, log_match, log_mismatch)
+                + np.where(no, log_match, log_mismatch))
+    np.testing.assert_allclose(np.asarray(state.log_weights), expected, rtol=1e-6)
+    _, w = ImportanceSampler(config, N_SMALL).weighted_particles(state)
+    w = np.asarray(w)
+    both, neither = np.flatnonzero(yes & no), np.flatnonzero(~yes & ~no)
+    ratio = math.exp(2 * (log_match - log_mismatch))
+    np.testing.assert_allclose(w[both[0]] / w[neither[0]], ratio, rtol=1e-4)
+    if config.evidence_scale == 1.0:   # grand: the plain (1 - eps) / eps channel
+        np.testing.assert_allclose(ratio, (0.9 / 0.1) ** 2, rtol=1e-6)
+
+
+def test_sunk_ship_is_fixed_and_consumes_its_length():
+    obs = observe(GRAND5, (3, 2), **GRAND_SCENARIOS["sunk"])
+    state, _ = sample(ImportanceSampler(GRAND5, N_SMALL), obs)
+    valid = np.asarray(state.valid)
+    assert valid.any()
+    spans = np.asarray(state.spans)[valid]
+    sunk_span = spans_lib.span_index(5, 5, (2, 3), 2, 0, 0, True)   # cells 0, 1
+    assert np.all(spans[:, 1] == sunk_span)
+    assert np.all(np.asarray(spans_lib.span_lengths(GRAND5, spans[:, 0])) == 3)
+    assert np.all(np.asarray(spans_lib.board_cells(GRAND5, spans))[:, 12])
+
+
+@pytest.mark.parametrize("config, kw", [
+    (PAPER5, dict(misses=tuple(range(25)))),
+    (PAPER5, dict(hits=(12,), misses=(7, 11, 13, 17))),      # an anonymous hit no ship can cover
+    (GRAND5, dict(colour=[(0, 24), ()])),                      # one ship at two far corners
+    (GRAND5, dict(colour=[(0,), (3, 4)], sunk=[False, True], misses=(2, 10))),  # only a 2 fits
+], ids=["all_water", "boxed_hit", "split_colour", "length_used_up"])
+def test_contradictory_evidence_gives_zeros_not_nan(config, kw):
+    obs = observe(config, (3, 2), **kw)
+    sampler = ImportanceSampler(config, N_SMALL)
+    state, p = sample(sampler, obs)
+    assert not np.asarray(state.valid).any()
+    np.testing.assert_array_equal(p, np.zeros(config.n_cells))
+    _, w = sampler.weighted_particles(state)
+    np.testing.assert_array_equal(np.asarray(w), np.zeros(N_SMALL))
+    chex.assert_tree_all_finite((p, w))
+
+
+def test_normalised_weights_edge_cases():
+    lw = jnp.array([-1e30, -1e30, 0.0], jnp.float32)
+    np.testing.assert_allclose(normalised_weights(lw, jnp.array([True, True, False])), [.5, .5, 0])
+    zero = normalised_weights(jnp.full(3, -jnp.inf), jnp.zeros(3, bool))
+    np.testing.assert_array_equal(np.asarray(zero), np.zeros(3))
+
+
+def test_update_is_fresh_and_compiles_once():
+    chex.clear_trace_counter()
+    sampler = ImportanceSampler(GRAND5, 64)
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def update(key, state, obs):
+        return sampler.update(key, state, obs)
+
+    obs_a = observe(GRAND5, (3, 2))
+    obs_b = observe(GRAND5, (3, 2), **GRAND_SCENARIOS["sunk"])
+    with jax.debug_key_reuse(True):   # the key is split, never reused
+        state = jax.jit(sampler.init)(jax.random.key(0), obs_a, 7)
+    state_b = update(jax.random.key(1), state, obs_b)
+    state_c = update(jax.random.key(1), state_b, obs_a)
+    chex.assert_trees_all_equal_shapes_and_dtypes(state, state_b, state_c)
+    assert state_b.spans.dtype == jnp.int32 and state_b.log_weights.dtype == jnp.float32
+    # Nothing carried over: the same key and observations give the same particles whatever state.
+    fresh = update(jax.random.key(1), state, obs_a)
+    chex.assert_trees_all_equal(fresh, state_c)
