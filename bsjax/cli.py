@@ -90,7 +90,10 @@ def cmd_boards(args) -> int:
 def cmd_bench(args) -> int:
     from bsjax.harness import bench
     cfg = _run_config(args)
-    sizes = [int(x) for x in str(args.games).split(",")]
+    try:
+        sizes = [int(x) for x in str(args.games).split(",")]
+    except ValueError:
+        raise UsageError(f"--games takes positive integers such as 1,8,54 (got {args.games})") from None
     if any(g < 1 for g in sizes):
         raise UsageError(f"--games must be positive (got {args.games})")
     for games in sizes:

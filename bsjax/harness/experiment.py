@@ -162,10 +162,15 @@ def _read_jsonl(path: Path) -> list[dict]:
 def prepare_out_dir(out: Path, cfg: RunConfig, resume: bool) -> list[dict]:
     """Check the run directory; return the rows already done (resume). Writes nothing."""
     run_json = out / "run.json"
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file, not a directory")
     if run_json.exists():
         if not resume:
             raise UsageError(f"{out} already holds a run: pass --resume or choose another --out")
-        previous = json.loads(run_json.read_text()).get("config", {})
+        try:
+            previous = json.loads(run_json.read_text()).get("config", {})
+        except (json.JSONDecodeError, AttributeError):
+            raise UsageError(f"{run_json} is not a valid run file; cannot resume") from None
         if previous != dataclasses.asdict(cfg):
             raise UsageError(f"{out} holds a run with a different configuration; cannot resume")
         return _read_jsonl(out / "games.jsonl")
@@ -182,10 +187,28 @@ def _append_jsonl(path: Path, rows: list[dict]) -> None:
         os.fsync(fh.fileno())
 
 
-def _rewrite_clean(path: Path, rows: list[dict]) -> None:
-    """Drop a torn trailing line left by an interruption."""
-    if path.exists():
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+def _rewrite_clean(out: Path, rows: list[dict]) -> None:
+    """Make the files agree with the finished games after an interruption: drop a torn last line
+    of games.jsonl and every event of a game that has no row (it will be replayed)."""
+    games = out / "games.jsonl"
+    if games.exists():
+        games.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    events = out / "events.jsonl"
+    if events.exists():
+        done = {(r["board"], r["seed"]) for r in rows}
+        kept = [e for e in _read_jsonl_lenient(events) if (e["board"], e["seed"]) in done]
+        events.write_text("".join(json.dumps(e) + "\n" for e in kept))
+
+
+def _read_jsonl_lenient(path: Path) -> list[dict]:
+    """Every parsable line (a torn line may sit anywhere after an interrupted append)."""
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
 
 
 def game_rows(cfg: RunConfig, games: list[GameSpec], result) -> tuple[list[dict], list[dict]]:
@@ -234,7 +257,7 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
             {"config": dataclasses.asdict(cfg), "versions": _versions(),
              "created": datetime.datetime.now().isoformat(timespec="seconds"),
              "games": len(games)}, indent=2))
-    _rewrite_clean(out / "games.jsonl", done_rows)
+    _rewrite_clean(out, done_rows)
 
     start = time.perf_counter()
     compile_seconds, play_seconds = 0.0, 0.0
@@ -249,8 +272,9 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
                        ) if progress is not None else None
             result = runner.play(chunk, cfg.run_seed, on_turn)
             rows, events = game_rows(cfg, chunk, result)
-            _append_jsonl(out / "games.jsonl", rows)
+            # Events first: a game counts as done only once its row is written after them.
             _append_jsonl(out / "events.jsonl", events)
+            _append_jsonl(out / "games.jsonl", rows)
             done_rows.extend(rows)
             play_seconds += result.seconds
         if runner is not None:
