@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from bsjax.belief import constraints
+from bsjax.belief import constraints, moves
 from bsjax.config import GameConfig
 from bsjax.game import bitboard, refrng
 from bsjax.game import spans as spans_lib
@@ -178,7 +178,7 @@ class ParticleSampler:
         """One single-ship Metropolis move of one particle. `words`: `[4]` uint32 randomness.
 
         The proposal is symmetric: with probability 1/5 a uniformly random span of the ship's
-        length, otherwise one of its four one-cell shifts (rejected if it leaves the board). Each
+        length (holding its revealed cells, when hits reveal colour), otherwise one of its four one-cell shifts (rejected if it leaves the board). Each
         move costs one target evaluation, not a scan of every placement, so many cheap moves
         replace a few enumerated ones. Overlaps and shot contradictions enter through the
         target's penalty, so a consistent particle effectively never leaves the evidence.
@@ -189,9 +189,18 @@ class ParticleSampler:
         current = spans[ship]
         length = jnp.asarray(table.length)[current]
         kind = refrng.u32_times_int_high(words[1], jnp.int32(5))
-        count = jnp.asarray(table.count)[length]
-        uniform_span = (jnp.asarray(table.offset)[length]
-                        + refrng.u32_times_int_high(words[2], count))
+        if cfg.reveal_colour:
+            # Uniform over the spans that hold the ship's revealed cells: a fixed set given the
+            # evidence, so the independence proposal stays symmetric where the target lives.
+            cand, valid_cand, cand_bits = spans_lib.candidate_bits(cfg, length)
+            holds = valid_cand & bitboard.contains(cand_bits, obs.colour_bits[ship][None])
+            n_holding = jnp.sum(holds, dtype=jnp.int32)
+            pick = refrng.u32_times_int_high(words[2], n_holding)
+            uniform_span = jnp.where(n_holding > 0, cand[moves.nth_true(holds, pick)], current)
+        else:
+            count = jnp.asarray(table.count)[length]
+            uniform_span = (jnp.asarray(table.offset)[length]
+                            + refrng.u32_times_int_high(words[2], count))
         shifted = jnp.asarray(table.neighbours)[current, jnp.clip(kind - 1, 0, 3)]
         candidate = jnp.where(kind == 0, uniform_span, shifted)
         valid = candidate >= 0
