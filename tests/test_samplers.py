@@ -119,3 +119,18 @@ def test_chain_freezes_ship_identity_on_hits():
 def _ship_cells(spans):
     from bsjax.game import spans as spans_lib
     return jnp.asarray(spans_lib.table_for(TINY).cells)[spans]
+
+
+def test_particles_match_exact_under_colour_and_sunk_evidence():
+    """Grand-style evidence (hits reveal colour, a sunk ship, a free length assignment)."""
+    from support import grand_tiny
+    config = grand_tiny(5, 5, (3, 2, 2))
+    # Ship 3 (length 2) is sunk on cells 0,1; ship 1 revealed at cell 12; misses around it.
+    obs = observe(config, (2, 2, 3), colour=[[12], [], [0, 1]], sunk=[False, False, True])
+    obs = obs.replace(miss_bits=observe(config, (2, 2, 3), misses=[7, 17]).miss_bits)
+    truth = exact.hit_probability(config, obs)
+    sampler = ParticleSampler(config, n_particles=4000, sweeps=24)
+    init = jax.jit(jax.vmap(lambda k: sampler.hit_probability(sampler.init(k, _as_jax(obs),
+                                                                            jnp.int32(0)))))
+    estimate = np.asarray(init(jax.random.split(jax.random.key(3), 3))).mean(0)
+    np.testing.assert_allclose(estimate, truth, atol=0.05)

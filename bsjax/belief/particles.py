@@ -25,6 +25,7 @@ from jax import lax
 from bsjax.belief import constraints, moves
 from bsjax.config import GameConfig
 from bsjax.game import bitboard, refrng
+from bsjax.game import rules as rules_lib
 from bsjax.game import spans as spans_lib
 from bsjax.types import Observations
 
@@ -91,17 +92,21 @@ class ParticleSampler:
     name = "particles"
 
     def init(self, key: jax.Array, obs: Observations, game_seed: chex.Array) -> ParticleState:
-        """Draw P placements, weight them by `obs`, resample, and MH towards the posterior.
+        """Draw P placements from the prior, then weight, resample and move them to `obs`.
 
-        The key is consumed."""
+        The draw ignores the evidence (so the importance weights that follow are exact) and is
+        taken to the uniform prior by `init_sweeps` evidence-free MH sweeps. The key is consumed.
+        """
         del game_seed
-        k_place, k_resample, k_mh = jax.random.split(key, 3)
+        k_place, k_prior, k_resample, k_mh = jax.random.split(key, 4)
         spans = jax.vmap(lambda k: self._sequential_draw(k, obs))(
             jax.random.split(k_place, self.n_particles))
         zeros = jnp.zeros(self.n_particles, jnp.float32)
+        no_evidence = rules_lib.empty_observations(self.config, obs.ship_lengths)
         state = ParticleState(spans=spans, log_weights=zeros, log_target=zeros)
+        state = self._rejuvenate(k_prior, state, no_evidence, self.init_sweeps)
         state = self._reweight(k_resample, state, obs)
-        return self._rejuvenate(k_mh, state, obs, self.init_sweeps)
+        return self._rejuvenate(k_mh, state, obs, self.sweeps)
 
     def update(self, key: jax.Array, state: ParticleState, obs: Observations) -> ParticleState:
         """Reweight by the new evidence, resample if ESS < P/2, rejuvenate. The key is consumed."""
@@ -135,9 +140,9 @@ class ParticleSampler:
     # ----- internals -----
 
     def _sequential_draw(self, key: jax.Array, obs: Observations) -> jnp.ndarray:
-        """One placement: ships in order, each uniform over spans that avoid placed ships and
-        misses and keep its colour cells. The fleet's lengths are permuted when only the multiset
-        is known (grand tracker). `[S]` int32."""
+        """One placement from the fleet alone: ships in order, each uniform over the spans that
+        avoid the ships already placed. The lengths are permuted when only the multiset is known
+        (grand tracker). `[S]` int32."""
         cfg = self.config
         k_perm, k_ships = jax.random.split(key)
         lengths = obs.ship_lengths
@@ -146,18 +151,17 @@ class ParticleSampler:
         table_bits = jnp.asarray(spans_lib.table_for(cfg).bits)
 
         def place(occupied, inputs):
-            k, length, colour = inputs
+            k, length = inputs
             cand, valid = spans_lib.candidate_spans(cfg, length)
             bits = table_bits[cand]
-            ok = valid & ~bitboard.any_set(bits & (occupied | obs.miss_bits)[None])
-            ok = ok & bitboard.contains(bits, colour[None])
+            ok = valid & ~bitboard.any_set(bits & occupied[None])
             ok = jnp.where(jnp.any(ok), ok, valid)  # dead end: MH and the penalty repair it
             span = cand[jax.random.categorical(k, jnp.where(ok, 0.0, -jnp.inf))]
             return occupied | table_bits[span], span
 
         keys = jax.random.split(k_ships, cfg.n_ships)
         _, spans = lax.scan(place, jnp.zeros(cfg.n_words, jnp.uint32),
-                            (keys, lengths, obs.colour_bits))
+                            (keys, lengths))
         return spans
 
     def _rejuvenate(self, key: jax.Array, state: ParticleState, obs: Observations,
