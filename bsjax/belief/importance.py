@@ -34,9 +34,9 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from bsjax.belief import constraints
+from bsjax.belief import constraints, moves
 from bsjax.config import GameConfig
-from bsjax.game import bitboard
+from bsjax.game import bitboard, refrng
 from bsjax.game import spans as spans_lib
 from bsjax.types import Observations
 
@@ -138,14 +138,17 @@ class ImportanceSampler:
             ok = ok & (length[None, :] == jnp.asarray(obs.ship_lengths, jnp.int32)[:, None])
         return ok
 
-    def _propose(self, key: jax.Array, base: chex.Array, order: chex.Array, hist: chex.Array,
+    def _propose(self, words: chex.Array, base: chex.Array, order: chex.Array, hist: chex.Array,
                  obs: Observations) -> tuple[chex.Array, chex.Array]:
-        """One particle by sequential placement. Returns (`[S]` int32 spans, `[]` bool valid)."""
+        """One particle by sequential placement. Returns (`[S]` int32 spans, `[]` bool valid).
+
+        `words` is `[S]` uint32 randomness: each ship takes the k-th allowed span for a uniform
+        k, one random word per ship instead of a Gumbel draw per span.
+        """
         table = spans_lib.table_for(self.config)
         bits = jnp.asarray(table.bits)                                            # [N, W]
         length = jnp.asarray(table.length)                                        # [N]
         n_ships = base.shape[0]
-        keys = jax.random.split(key, n_ships)
         occ = jnp.zeros(bits.shape[1], jnp.uint32)
         placed = jnp.zeros(n_ships, bool)
         spans = jnp.zeros(n_ships, jnp.int32)
@@ -163,8 +166,9 @@ class ImportanceSampler:
                 ship = order[step]
             allowed = base[ship] & free                                           # [N]
             any_allowed = jnp.any(allowed)
-            logits = jnp.where(allowed | ~any_allowed, 0.0, -jnp.inf)
-            choice = jax.random.categorical(keys[step], logits).astype(jnp.int32)
+            allowed = allowed | ~any_allowed  # dead end: any span, the particle is invalid
+            pick = refrng.u32_times_int_high(words[step], jnp.sum(allowed, dtype=jnp.int32))
+            choice = moves.nth_true(allowed, pick).astype(jnp.int32)
             alive = alive & any_allowed
             occ = occ | bits[choice]
             placed = placed.at[ship].set(True)
@@ -179,8 +183,8 @@ class ImportanceSampler:
         base = self._base_masks(obs)                                              # [S, N]
         hist = self._length_histogram(obs)
         order = jnp.argsort(jnp.sum(base, axis=1, dtype=jnp.int32), stable=True).astype(jnp.int32)
-        keys = jax.random.split(key, self.n_particles)
-        spans, valid = jax.vmap(lambda k: self._propose(k, base, order, hist, obs))(keys)
+        words = jax.random.bits(key, (self.n_particles, cfg.n_ships), jnp.uint32)
+        spans, valid = jax.vmap(lambda w: self._propose(w, base, order, hist, obs))(words)
         boards = spans_lib.board_bits(cfg, spans)                                 # [P, W]
         log_lik = jax.vmap(lambda b: constraints.answer_log_likelihood(cfg, b, obs))(boards)
         log_weights = jnp.where(valid, log_lik, -jnp.inf).astype(jnp.float32)

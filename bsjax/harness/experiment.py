@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import jax
-import numpy as np
 
 from bsjax import agents as agents_lib
 from bsjax import belief as belief_lib
@@ -294,8 +293,3 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
     })
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
-
-
-def per_board_f1(rows: list[dict]) -> dict[str, float]:
-    by_board = stats.f1_by_board(rows)
-    return {b: float(np.mean(v)) for b, v in sorted(by_board.items())}
