@@ -1,4 +1,4 @@
-"""The `bsjax` command: play, boards, bench.
+"""The `bsjax` command: play, boards, bench, h2h.
 
 Bad input gives one line on stderr and exit code 2, before anything is written. With `--json` the
 last stdout line is one JSON object. Progress goes to stderr.
@@ -105,6 +105,29 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_h2h(args) -> int:
+    """Pooled head-to-head F1 win rate of run A over run B (grand-protocol §3.1)."""
+    from bsjax.report import stats
+    rows = []
+    for run_dir in (args.run_a, args.run_b):
+        path = Path(run_dir) / "games.jsonl"
+        if not path.is_file():
+            raise UsageError(f"{run_dir} is not a run directory (no games.jsonl)")
+        try:
+            rows.append([json.loads(line) for line in path.read_text().splitlines() if line])
+        except json.JSONDecodeError:
+            raise UsageError(f"{path} is not valid JSON lines") from None
+    f1_a, f1_b = stats.f1_by_board(rows[0]), stats.f1_by_board(rows[1])
+    shared = sorted(set(f1_a) & set(f1_b))
+    if not shared:
+        raise UsageError("the two runs share no board")
+    rate = stats.head_to_head_win_rate(f1_a, f1_b)
+    result = {"a": args.run_a, "b": args.run_b, "boards": len(shared), "win_rate": rate}
+    print(json.dumps(result) if args.json else
+          f"A beats B on F1 with pooled head-to-head rate {rate:.4f} over {len(shared)} boards")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="bsjax", description="Noisy Collaborative Battleship in JAX")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -120,6 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--games", default="54", help="batch size(s), e.g. 1,8,54,512")
     bench.add_argument("--repeats", type=int, default=1, help="timed repetitions (median)")
     bench.set_defaults(func=cmd_bench)
+    h2h = sub.add_parser("h2h", help="head-to-head F1 win rate of one run over another")
+    h2h.add_argument("run_a")
+    h2h.add_argument("run_b")
+    h2h.add_argument("--json", action="store_true")
+    h2h.set_defaults(func=cmd_h2h)
     return parser
 
 
