@@ -9,7 +9,7 @@ from bsjax.game import bitboard, rules
 
 
 def tiny(rows, cols, fleet, max_questions=4, **kw):
-    return GameConfig(name="tiny", rows=rows, cols=cols, fleet=fleet,
+    return GameConfig(name="tiny", rows=rows, cols=cols, fleet=tuple(fleet),
                       ship_lengths=tuple(sorted(set(fleet))), n_ships=len(fleet),
                       max_questions=max_questions, **kw)
 

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from bsjax.belief import exact
-from bsjax.config import GameConfig
-from bsjax.game import bitboard, rules
+from bsjax.game import rules
 from bsjax.game import spans as spans_lib
 from support import bits, cells_mask, grand_tiny, observe, tiny  # noqa: F401
 

@@ -23,57 +23,20 @@ from hypothesis import strategies as st
 
 from bsjax.belief import constraints, exact
 from bsjax.belief.importance import ImportanceSampler, normalised_weights
-from bsjax.config import GameConfig
 from bsjax.game import bitboard, rules
 from bsjax.game import spans as spans_lib
 from bsjax.types import ask, shoot
+
+from support import bits, grand_tiny, observe, tiny  # noqa: E402
 
 N_BIG = 100000
 N_SMALL = 2000
 ATOL = 0.03
 
 
-def tiny(rows, cols, fleet, max_questions=4, **kw):
-    return GameConfig(name="tiny", rows=rows, cols=cols, fleet=tuple(fleet),
-                      ship_lengths=tuple(sorted(set(fleet))), n_ships=len(fleet),
-                      max_questions=max_questions, **kw)
-
-
-def grand_tiny(rows, cols, lengths, max_questions=4):
-    return GameConfig(name="tiny-grand", rows=rows, cols=cols, fleet=None,
-                      ship_lengths=tuple(sorted(set(lengths))), n_ships=len(lengths),
-                      max_questions=max_questions, env_noise=False, evidence_scale=1.0,
-                      reveal_colour=True, sunk_feedback=True)
-
-
 PAPER5 = tiny(5, 5, (3, 2))
 GRAND5 = grand_tiny(5, 5, (3, 2))
 GRAND4 = grand_tiny(4, 4, (2, 2, 3))
-
-
-def bits(config, cells):
-    mask = np.zeros(config.n_cells, bool)
-    mask[list(cells)] = True
-    return bitboard.pack_np(mask)
-
-
-def observe(config, lengths, hits=(), misses=(), questions=(), colour=None, sunk=None):
-    """Observations: `hits` / `misses` cells, `questions` = [(cells, answer)], grand colours."""
-    obs = rules.empty_observations(config, np.asarray(lengths, np.int32))
-    qbits = np.zeros((config.max_questions, config.n_words), np.uint32)
-    answers = np.zeros(config.max_questions, bool)
-    for j, (region, answer) in enumerate(questions):
-        qbits[j] = bits(config, region)
-        answers[j] = answer
-    obs = obs.replace(hit_bits=bits(config, hits), miss_bits=bits(config, misses),
-                      question_bits=jnp.asarray(qbits), answers=jnp.asarray(answers),
-                      n_questions=jnp.int32(len(questions)))
-    if colour is not None:
-        cbits = np.stack([bits(config, c) for c in colour])
-        obs = obs.replace(colour_bits=jnp.asarray(cbits),
-                          hit_bits=jnp.asarray(np.bitwise_or.reduce(cbits, axis=0)),
-                          sunk=jnp.asarray(sunk if sunk is not None else [False] * len(colour)))
-    return obs
 
 
 # ----- the exact distribution of the sequential proposal -----

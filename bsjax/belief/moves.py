@@ -42,7 +42,8 @@ def move_pool(config: GameConfig, board: jnp.ndarray, ship: jnp.ndarray, obs: Ob
     others_fail = (bitboard.any_set(hits & ~this_bits & ~other_bits)
                    | bitboard.any_set(misses & ~this_bits & other_bits))
     if mask_misses:
-        others_fail = jnp.bool_(False)  # improved mode lets inconsistent boards move towards the evidence
+        # Improved mode lets an inconsistent board move towards the evidence.
+        others_fail = jnp.bool_(False)
     kept = valid & ~bitboard.any_set((cand_bits & blocked[None]) | (need[None] & ~cand_bits))
     kept = kept & ~others_fail
     differs = kept & (cand != board[ship])

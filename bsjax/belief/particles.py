@@ -182,10 +182,11 @@ class ParticleSampler:
         """One single-ship Metropolis move of one particle. `words`: `[4]` uint32 randomness.
 
         The proposal is symmetric: with probability 1/5 a uniformly random span of the ship's
-        length (holding its revealed cells, when hits reveal colour), otherwise one of its four one-cell shifts (rejected if it leaves the board). Each
-        move costs one target evaluation, not a scan of every placement, so many cheap moves
-        replace a few enumerated ones. Overlaps and shot contradictions enter through the
-        target's penalty, so a consistent particle effectively never leaves the evidence.
+        length (holding its revealed cells, when hits reveal colour), otherwise one of its four
+        one-cell shifts (rejected if it leaves the board). Each move costs one target
+        evaluation, not a scan of every placement, so many cheap moves replace a few enumerated
+        ones. Overlaps and shot contradictions enter through the target's penalty, so a
+        consistent particle effectively never leaves the evidence.
         """
         cfg = self.config
         table = spans_lib.table_for(cfg)
