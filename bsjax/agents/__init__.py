@@ -1,8 +1,9 @@
 """Captain policies. Each agent is a frozen dataclass with `decide(key, view, sampler, belief)`."""
 
 from bsjax.agents.basic import GreedyAgent, RandomAgent, best_shot
+from bsjax.agents.wma import WMAAgent
 
-AGENTS = {"random": RandomAgent, "greedy": GreedyAgent}
+AGENTS = {"random": RandomAgent, "greedy": GreedyAgent, "wma": WMAAgent}
 
 
 def make_agent(name: str, config):
@@ -11,4 +12,4 @@ def make_agent(name: str, config):
     return AGENTS[name](config)
 
 
-__all__ = ["AGENTS", "GreedyAgent", "RandomAgent", "best_shot", "make_agent"]
+__all__ = ["AGENTS", "GreedyAgent", "RandomAgent", "WMAAgent", "best_shot", "make_agent"]

@@ -1,4 +1,9 @@
-"""L0/L1 captains: `random` (uniform over unshot cells) and `greedy` (shoot argmax p)."""
+"""L0/L1 captains: `random` (uniform over unshot cells) and `greedy` (shoot argmax p).
+
+Every agent is a frozen dataclass with `init_state()` (its per-game pytree, `()` if none) and
+`decide(key, view, sampler, belief, state) -> (Action, p of the chosen cell, state)`, written for
+ONE game; the harness vmaps it over games.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import jax.numpy as jnp
 
 from bsjax.config import GameConfig
 from bsjax.game import rules
-from bsjax.types import Action, View, shoot
+from bsjax.types import View, shoot
 
 
 def best_shot(hit_probability: jax.Array, unknown: jax.Array) -> jax.Array:
@@ -25,11 +30,14 @@ class RandomAgent:
     name = "random"
     needs_belief = False
 
-    def decide(self, key: jax.Array, view: View, sampler, belief) -> tuple[Action, jax.Array]:
-        """Returns (action, `[]` float32 p of the chosen cell: 0, no belief). Key consumed."""
+    def init_state(self):
+        return ()
+
+    def decide(self, key: jax.Array, view: View, sampler, belief, state):
+        """Returns (action, `[]` float32 p of the chosen cell: 0, no belief, state). Key consumed."""
         unknown = rules.unknown_cells(self.config, view.obs)
         cell = jax.random.categorical(key, jnp.where(unknown, 0.0, -jnp.inf)).astype(jnp.int32)
-        return shoot(cell, self.config), jnp.float32(0.0)
+        return shoot(cell, self.config), jnp.float32(0.0), state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,8 +48,12 @@ class GreedyAgent:
     name = "greedy"
     needs_belief = True
 
-    def decide(self, key: jax.Array, view: View, sampler, belief) -> tuple[Action, jax.Array]:
+    def init_state(self):
+        return ()
+
+    def decide(self, key: jax.Array, view: View, sampler, belief, state):
+        """Returns (action, `[]` float32 p of the chosen cell, state)."""
         del key  # deterministic given the belief
         p = sampler.hit_probability(belief)
         cell = best_shot(p, rules.unknown_cells(self.config, view.obs))
-        return shoot(cell, self.config), p[cell]
+        return shoot(cell, self.config), p[cell], state

@@ -37,20 +37,24 @@ class Player:
     reference_rng: bool = False
 
     def init_one(self, key: jax.Array, truth_spans: jax.Array, game_seed: jax.Array):
-        """One game's (GameState, belief). The key is consumed."""
+        """One game's (GameState, (belief, agent state)). The key is consumed."""
         state = rules.init(self.config, truth_spans, game_seed)
         belief = (self.sampler.init(key, state.obs, game_seed)
                   if self.sampler is not None else jnp.zeros(()))
-        return state, belief
+        return state, (belief, self.agent.init_state())
 
-    def turn_one(self, key: jax.Array, state: GameState, belief):
+    def turn_one(self, key: jax.Array, state: GameState, carry):
         """One turn of one game: decide, act, update the belief. A finished game is unchanged.
 
-        Returns (state, belief, TurnRecord). The key is consumed.
+        `carry` is (belief, agent state). Returns (state, carry, TurnRecord). Key consumed.
         """
+        belief, agent_state = carry
         k_act, k_env, k_belief = jax.random.split(key, 3)
         view = rules.view(self.config, state)
-        action, p_choice = self.agent.decide(k_act, view, self.sampler, belief)
+        action, p_choice, new_agent_state = self.agent.decide(k_act, view, self.sampler, belief,
+                                                              agent_state)
+        agent_state = jax.tree.map(lambda new, old: jnp.where(state.done, old, new),
+                                   new_agent_state, agent_state)
         new_state, outcome = rules.step(k_env, self.config, state, action, self.reference_rng)
         if self.sampler is not None:
             updated = self.sampler.update(k_belief, belief, new_state.obs)
@@ -60,7 +64,7 @@ class Player:
         record = TurnRecord(active=~state.done, kind=action.kind, cell=action.cell,
                             question_id=action.question_id, outcome=outcome,
                             hit_probability=jnp.asarray(p_choice, jnp.float32))
-        return new_state, belief, record
+        return new_state, (belief, agent_state), record
 
 
 def game_keys(run_seed: int, game_seeds: np.ndarray, seed_indices: np.ndarray) -> jax.Array:
@@ -103,9 +107,9 @@ class BatchRunner:
     def _compile(self, keys, truths, seeds):
         start = time.perf_counter()
         self._init = self._init.lower(keys, truths, seeds).compile()
-        states, beliefs = self._init(keys, truths, seeds)
+        states, carries = self._init(keys, truths, seeds)
         turn_keys = self._fold(keys, 0)
-        self._turn = self._turn.lower(turn_keys, states, beliefs).compile()
+        self._turn = self._turn.lower(turn_keys, states, carries).compile()
         self.compile_seconds = time.perf_counter() - start
         self._compiled = True
 
@@ -122,10 +126,10 @@ class BatchRunner:
             self._compile(keys, truths, seeds_j)
         start = time.perf_counter()
         init_keys = self._fold(keys, 1 << 20)
-        states, beliefs = self._init(init_keys, truths, seeds_j)
+        states, carries = self._init(init_keys, truths, seeds_j)
         records = []
         for turn in range(self.player.config.max_turns):
-            states, beliefs, record = self._turn(self._fold(keys, turn), states, beliefs)
+            states, carries, record = self._turn(self._fold(keys, turn), states, carries)
             records.append(record)
             done = np.asarray(jax.device_get(states.done))
             if on_turn is not None:
