@@ -1,9 +1,10 @@
 """Captain policies. Each agent is a frozen dataclass with `decide(key, view, sampler, belief)`."""
 
 from bsjax.agents.basic import GreedyAgent, RandomAgent, best_shot
+from bsjax.agents.bayes import BayesAgent
 from bsjax.agents.wma import WMAAgent
 
-AGENTS = {"random": RandomAgent, "greedy": GreedyAgent, "wma": WMAAgent}
+AGENTS = {"random": RandomAgent, "greedy": GreedyAgent, "wma": WMAAgent, "bayes": BayesAgent}
 
 
 def make_agent(name: str, config):
@@ -12,4 +13,4 @@ def make_agent(name: str, config):
     return AGENTS[name](config)
 
 
-__all__ = ["AGENTS", "GreedyAgent", "RandomAgent", "WMAAgent", "best_shot", "make_agent"]
+__all__ = ["AGENTS", "BayesAgent", "GreedyAgent", "RandomAgent", "WMAAgent", "best_shot", "make_agent"]
