@@ -22,7 +22,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_game_args(p: argparse.ArgumentParser, with_out: bool = True) -> None:
-    p.add_argument("--agent", default="greedy", help="random | greedy | wma | bayes")
+    p.add_argument("--agent", default="greedy", help="random | greedy | wma | bayes | mra")
     p.add_argument("--protocol", default="paper", help="paper | grand")
     p.add_argument("--suite", default=None, help="synthetic | grand | random (default: the "
                    "protocol's own suite)")
@@ -32,7 +32,10 @@ def _add_game_args(p: argparse.ArgumentParser, with_out: bool = True) -> None:
     p.add_argument("--sampler", default="particles", help="chain | importance | particles")
     p.add_argument("--rng", default="jax", help="jax | reference (bit-exact reference chain)")
     p.add_argument("--particles", type=int, default=500, help="samples / particles per game")
-    p.add_argument("--tau", type=float, default=1.0, help="confidence threshold in [0, 1] (L4)")
+    p.add_argument("--tau", type=float, default=None,
+                   help="confidence threshold in [0, 1] (default: the agent's; MRA 0.72)")
+    p.add_argument("--revision", default="on", help="MRA symbolic revision: on | off")
+    p.add_argument("--variant", default="paper", help="MRA: paper (faithful) | improved")
     p.add_argument("--run-seed", type=int, default=0, help="base seed of the JAX keys")
     p.add_argument("--random-boards", type=int, default=18, help="boards of the random suite")
     p.add_argument("--batch-size", type=int, default=512, help="games per compiled batch")
@@ -47,6 +50,7 @@ def _run_config(args):
     return RunConfig(agent=args.agent, protocol=args.protocol, suite=args.suite,
                      boards=args.boards, board_file=args.board_file, seeds=args.seeds,
                      sampler=args.sampler, rng=args.rng, particles=args.particles, tau=args.tau,
+                     revision=args.revision, variant=args.variant,
                      run_seed=args.run_seed, random_boards=args.random_boards,
                      batch_size=args.batch_size)
 

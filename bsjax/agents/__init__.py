@@ -1,10 +1,15 @@
-"""Captain policies. Each agent is a frozen dataclass with `decide(key, view, sampler, belief)`."""
+"""Captain policies: frozen dataclasses with `init_state()` and
+`decide(key, view, sampler, belief, state)` (and, for the reflective runtime, `observe`)."""
+
+import dataclasses
 
 from bsjax.agents.basic import GreedyAgent, RandomAgent, best_shot
 from bsjax.agents.bayes import BayesAgent
+from bsjax.agents.mra import MRAAgent
 from bsjax.agents.wma import WMAAgent
 
-AGENTS = {"random": RandomAgent, "greedy": GreedyAgent, "wma": WMAAgent, "bayes": BayesAgent}
+AGENTS = {"random": RandomAgent, "greedy": GreedyAgent, "wma": WMAAgent, "bayes": BayesAgent,
+          "mra": MRAAgent}
 
 
 def register_agent(cls, name: str | None = None):
@@ -17,11 +22,14 @@ def register_agent(cls, name: str | None = None):
     return cls
 
 
-def make_agent(name: str, config):
+def make_agent(name: str, config, **options):
+    """The agent `name` for `config`; options the agent class does not take are ignored."""
     if name not in AGENTS:
         raise ValueError(f"unknown agent {name!r} (choose from {', '.join(AGENTS)})")
-    return AGENTS[name](config)
+    cls = AGENTS[name]
+    fields = {f.name for f in dataclasses.fields(cls)}
+    return cls(config, **{k: v for k, v in options.items() if k in fields})
 
 
-__all__ = ["AGENTS", "BayesAgent", "GreedyAgent", "RandomAgent", "WMAAgent", "best_shot", "make_agent",
+__all__ = ["AGENTS", "BayesAgent", "GreedyAgent", "MRAAgent", "RandomAgent", "WMAAgent", "best_shot", "make_agent",
            "register_agent"]

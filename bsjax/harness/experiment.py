@@ -46,7 +46,9 @@ class RunConfig:
     sampler: str = "particles"
     rng: str = "jax"
     particles: int = 500
-    tau: float = 1.0
+    tau: float | None = None           # None: the agent's own default (MRA 0.72)
+    revision: str = "on"               # MRA: on | off
+    variant: str = "paper"             # MRA: paper | improved
     run_seed: int = 0
     random_boards: int = 18
     batch_size: int = 512
@@ -81,8 +83,12 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
         raise UsageError(f"--particles must be at least 1 (got {cfg.particles})")
     if cfg.seeds < 0:
         raise UsageError(f"--seeds must be >= 0 (got {cfg.seeds})")
-    if not 0.0 <= cfg.tau <= 1.0:
+    if cfg.tau is not None and not 0.0 <= cfg.tau <= 1.0:
         raise UsageError(f"--tau must lie in [0, 1] (got {cfg.tau})")
+    if cfg.revision not in ("on", "off"):
+        raise UsageError(f"--revision must be on or off (got {cfg.revision!r})")
+    if cfg.variant not in ("paper", "improved"):
+        raise UsageError(f"--variant must be paper or improved (got {cfg.variant!r})")
     if cfg.batch_size < 1:
         raise UsageError(f"--batch-size must be at least 1 (got {cfg.batch_size})")
     try:
@@ -117,7 +123,10 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
 
 
 def make_player(cfg: RunConfig, game_config: GameConfig) -> Player:
-    agent = agents_lib.make_agent(cfg.agent, game_config)
+    options = {"revision": cfg.revision == "on", "variant": cfg.variant}
+    if cfg.tau is not None:
+        options["tau"] = cfg.tau
+    agent = agents_lib.make_agent(cfg.agent, game_config, **options)
     sampler = None
     if agent.needs_belief:
         sampler = belief_lib.make_sampler(cfg.sampler, game_config, cfg.particles,

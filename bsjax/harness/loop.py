@@ -53,17 +53,26 @@ class Player:
         view = rules.view(self.config, state)
         action, p_choice, new_agent_state = self.agent.decide(k_act, view, self.sampler, belief,
                                                               agent_state)
-        agent_state = jax.tree.map(lambda new, old: jnp.where(state.done, old, new),
-                                   new_agent_state, agent_state)
         new_state, outcome = rules.step(k_env, self.config, state, action, self.reference_rng)
         if self.sampler is not None:
             updated = self.sampler.update(k_belief, belief, new_state.obs)
             # No refresh is needed once the game is over; keep the old belief then.
             belief = jax.tree.map(lambda new, old: jnp.where(new_state.done, old, new),
                                   updated, belief)
+        if hasattr(self.agent, "observe"):  # the reflective runtime's after-turn step
+            new_agent_state = self.agent.observe(rules.view(self.config, new_state), self.sampler,
+                                                 belief, new_agent_state, outcome, new_state.done)
+        agent_state = jax.tree.map(lambda new, old: jnp.where(state.done, old, new),
+                                   new_agent_state, agent_state)
+        if hasattr(self.agent, "trace"):
+            confidence, revision, llm_request = self.agent.trace(agent_state)
+        else:
+            confidence, revision, llm_request = jnp.float32(1.0), jnp.int32(-1), jnp.bool_(False)
         record = TurnRecord(active=~state.done, kind=action.kind, cell=action.cell,
                             question_id=action.question_id, outcome=outcome,
-                            hit_probability=jnp.asarray(p_choice, jnp.float32))
+                            hit_probability=jnp.asarray(p_choice, jnp.float32),
+                            confidence=confidence, revision=revision,
+                            llm_request=llm_request & ~state.done)
         return new_state, (belief, agent_state), record
 
 

@@ -1,0 +1,1 @@
+"""L3: the declared reflective runtime — record, computed signals, presets as data."""
