@@ -22,7 +22,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_game_args(p: argparse.ArgumentParser, with_out: bool = True) -> None:
-    p.add_argument("--agent", default="greedy", help="random | greedy | wma | bayes | mra")
+    p.add_argument("--agent", default="greedy", help="random | greedy | wma | bayes | mra | mra-llm")
     p.add_argument("--protocol", default="paper", help="paper | grand")
     p.add_argument("--suite", default=None, help="synthetic | grand | random (default: the "
                    "protocol's own suite)")
@@ -37,6 +37,10 @@ def _add_game_args(p: argparse.ArgumentParser, with_out: bool = True) -> None:
     p.add_argument("--revision", default="on", help="MRA symbolic revision: on | off")
     p.add_argument("--variant", default="paper", help="MRA: paper (faithful) | improved")
     p.add_argument("--run-seed", type=int, default=0, help="base seed of the JAX keys")
+    p.add_argument("--llm", default="local", help="L4 backend: ollama | local | none")
+    p.add_argument("--llm-host", default=None, help="Ollama server (default 127.0.0.1:11434)")
+    p.add_argument("--model", default=None, help="Ollama model name")
+    p.add_argument("--llm-timeout", type=float, default=30.0, help="seconds per LLM call")
     p.add_argument("--random-boards", type=int, default=18, help="boards of the random suite")
     p.add_argument("--batch-size", type=int, default=512, help="games per compiled batch")
     if with_out:
@@ -50,7 +54,8 @@ def _run_config(args):
     return RunConfig(agent=args.agent, protocol=args.protocol, suite=args.suite,
                      boards=args.boards, board_file=args.board_file, seeds=args.seeds,
                      sampler=args.sampler, rng=args.rng, particles=args.particles, tau=args.tau,
-                     revision=args.revision, variant=args.variant,
+                     revision=args.revision, variant=args.variant, llm=args.llm,
+                     llm_host=args.llm_host, model=args.model, llm_timeout=args.llm_timeout,
                      run_seed=args.run_seed, random_boards=args.random_boards,
                      batch_size=args.batch_size)
 

@@ -5,11 +5,11 @@ import dataclasses
 
 from bsjax.agents.basic import GreedyAgent, RandomAgent, best_shot
 from bsjax.agents.bayes import BayesAgent
-from bsjax.agents.mra import MRAAgent
+from bsjax.agents.mra import MRAAgent, MRALLMAgent
 from bsjax.agents.wma import WMAAgent
 
 AGENTS = {"random": RandomAgent, "greedy": GreedyAgent, "wma": WMAAgent, "bayes": BayesAgent,
-          "mra": MRAAgent}
+          "mra": MRAAgent, "mra-llm": MRALLMAgent}
 
 
 def register_agent(cls, name: str | None = None):

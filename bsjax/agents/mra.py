@@ -55,6 +55,7 @@ class MRAAgent:
     tau: float = 0.72
     variant: str = "paper"
     llm: bool = False
+    llm_budget: int = 999
     presets: tuple = presets_lib.PAPER_PRESETS
 
     name = "mra"
@@ -131,7 +132,7 @@ class MRAAgent:
             pred_baseline=baseline,
             used=record.used.at[mode].add(ask.astype(jnp.int32)),
             asked=record.asked.at[question].set(record.asked[question] | ask),
-            revised_now=jnp.bool_(False), llm_request=jnp.bool_(False),
+            revised_now=jnp.bool_(False), llm_request=jnp.bool_(False), question_mode=mode,
         )
         action = Action(kind=jnp.where(ask, ASK, SHOOT).astype(jnp.int32), cell=cell,
                         question_id=jnp.where(ask, question, -1),
@@ -177,12 +178,14 @@ class MRAAgent:
         gated = record.replace(low_confidence_streak=streak)
         next_kind, next_delta, flags = presets_lib.select(self.presets, gated, context)
         gated = gated.replace(next_kind=next_kind, next_delta=next_delta,
-                              coarse_candidate=flags[0])
+                              coarse_candidate=flags[0],
+                              preview_policy=presets_lib.apply(self.presets, record.policy,
+                                                               next_kind))
         gate = signals.should_revise(gated, self.tau, self.revision) & ~game_over
-        if self.llm:
-            revised = gated.replace(llm_request=gate)
-        else:
-            revised = apply_revision(self.presets, gated, gate, next_kind)
+        ask_llm = gate & (record.llm_revision_count < self.llm_budget) if self.llm else False
+        # The host answers an LLM request between steps; otherwise the preset applies here.
+        revised = apply_revision(self.presets, gated, gate & ~ask_llm, next_kind)
+        revised = revised.replace(llm_request=jnp.asarray(ask_llm))
         # A finished game only reconciles; the streak and the gate stop with it.
         return jax.tree.map(lambda done, live: jnp.where(game_over, done, live), record, revised)
 
@@ -202,3 +205,16 @@ def apply_revision(presets, record: ReflectiveRecord, gate: jax.Array, kind: jax
         last_kind=kind, last_delta=record.next_delta, revised_now=jnp.bool_(True),
     )
     return jax.tree.map(lambda a, b: jnp.where(gate, a, b), new, record)
+
+
+@dataclasses.dataclass(frozen=True)
+class MRALLMAgent(MRAAgent):
+    """L4: MRA whose open gate asks an LLM for the revision (out of the graph, by the harness).
+
+    τ = 0 never opens the gate (identical to `mra --revision off`); τ = 1.0 is the paper's B6.
+    """
+
+    tau: float = 1.0
+    llm: bool = True
+
+    name = "mra-llm"

@@ -12,6 +12,7 @@ import datetime
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -52,6 +53,10 @@ class RunConfig:
     run_seed: int = 0
     random_boards: int = 18
     batch_size: int = 512
+    llm: str = "local"                 # L4 backend: ollama | local | none
+    llm_host: str | None = None        # Ollama server, e.g. http://127.0.0.1:11434
+    model: str | None = None           # Ollama model name
+    llm_timeout: float = 30.0
 
     @property
     def suite_name(self) -> str:
@@ -89,6 +94,10 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
         raise UsageError(f"--revision must be on or off (got {cfg.revision!r})")
     if cfg.variant not in ("paper", "improved"):
         raise UsageError(f"--variant must be paper or improved (got {cfg.variant!r})")
+    if cfg.llm not in ("ollama", "local", "none"):
+        raise UsageError(f"unknown --llm {cfg.llm!r} (choose from ollama, local, none)")
+    if cfg.llm_timeout <= 0:
+        raise UsageError(f"--llm-timeout must be positive (got {cfg.llm_timeout})")
     if cfg.batch_size < 1:
         raise UsageError(f"--batch-size must be at least 1 (got {cfg.batch_size})")
     try:
@@ -132,6 +141,22 @@ def make_player(cfg: RunConfig, game_config: GameConfig) -> Player:
         sampler = belief_lib.make_sampler(cfg.sampler, game_config, cfg.particles,
                                           cfg.reference_rng)
     return Player(game_config, agent, sampler, cfg.reference_rng)
+
+
+def make_reviser(cfg: RunConfig, player: Player):
+    """The L4 host step for agents whose gate asks an LLM (None otherwise)."""
+    if not getattr(player.agent, "llm", False):
+        return None
+    from bsjax.harness.llm_host import RevisionHost
+    from bsjax.llm.backends import LLMError, NoBackend, make_backend
+    try:
+        backend = make_backend(cfg.llm, cfg.llm_host, cfg.model, cfg.llm_timeout)
+    except LLMError as err:
+        # An unusable backend never stops a run: every request falls back, and is counted.
+        print(f"bsjax: warning: LLM backend unavailable ({err}); every revision falls back",
+              file=sys.stderr)
+        backend = NoBackend()
+    return RevisionHost(backend, player.agent.presets, player.agent.tau)
 
 
 def game_list(boards: list[suites.Board], seeds: int) -> list[GameSpec]:
@@ -231,7 +256,8 @@ def game_rows(cfg: RunConfig, games: list[GameSpec], result) -> tuple[list[dict]
             "questions": int(result.questions[i]),
             "f1": 2 * hits / (shots + cells) if hits else 0.0,
             "won": bool(result.won[i]), "turns": int(result.turns[i]), "ship_cells": cells,
-            "llm_calls": 0, "fallbacks": 0,
+            "llm_calls": int(result.llm_calls[i]) if result.llm_calls is not None else 0,
+            "fallbacks": int(result.fallbacks[i]) if result.fallbacks is not None else 0,
         })
         rec = result.records
         for t in range(rec["active"].shape[0]):
@@ -243,7 +269,15 @@ def game_rows(cfg: RunConfig, games: list[GameSpec], result) -> tuple[list[dict]
                 "cell": int(rec["cell"][t, i]), "question_id": int(rec["question_id"][t, i]),
                 "outcome": bool(rec["outcome"][t, i]),
                 "p": round(float(rec["hit_probability"][t, i]), 6),
+                "confidence": round(float(rec["confidence"][t, i]), 6),
+                "revision": int(rec["revision"][t, i]),
+                "llm": bool(rec["llm_request"][t, i]),
             })
+    for e in result.llm_events:
+        g = games[e.game]
+        events.append({"board": g.board_id, "seed": g.seed_index, "turn": int(e.turn) - 1,
+                       "kind": "llm", "ok": e.ok, "reason": e.reason,
+                       "latency": round(e.latency, 4), "detail": e.kind})
     return rows, events
 
 
@@ -271,7 +305,10 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
     compile_seconds, play_seconds = 0.0, 0.0
     with x64_context(cfg):
         batch = max(1, min(cfg.batch_size, len(games)))
-        runner = BatchRunner(make_player(cfg, game_config), batch) if todo else None
+        runner = None
+        if todo:
+            player = make_player(cfg, game_config)
+            runner = BatchRunner(player, batch, make_reviser(cfg, player))
         if progress is not None:
             progress.start(len(games), len(done_rows))
         for lo in range(0, len(todo), batch):
@@ -291,7 +328,16 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
         progress.stop()
     played = len(todo)
     summary = stats.summarize(done_rows)
+    llm_events = [e for e in _read_jsonl_lenient(out / "events.jsonl") if e.get("kind") == "llm"] \
+        if (out / "events.jsonl").exists() else []
+    reasons: dict[str, int] = {}
+    for e in llm_events:
+        if not e["ok"]:
+            reasons[e["reason"]] = reasons.get(e["reason"], 0) + 1
     summary.update({
+        "fallback_reasons": reasons,
+        "llm_latency_mean": (sum(e["latency"] for e in llm_events) / len(llm_events)
+                             if llm_events else 0.0),
         "agent": cfg.agent, "protocol": cfg.protocol, "suite": cfg.suite_name,
         "sampler": cfg.sampler if cfg.agent != "random" else None, "rng": cfg.rng,
         "particles": cfg.particles, "played_now": played,

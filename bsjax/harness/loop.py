@@ -99,14 +99,19 @@ class BatchResult:
     ship_cells: np.ndarray
     records: dict[str, np.ndarray]  # each `[T, G]`
     seconds: float
+    llm_calls: np.ndarray = None      # `[G]` LLM requests answered per game
+    fallbacks: np.ndarray = None      # `[G]` of which fell back to the symbolic preset
+    llm_events: list = dataclasses.field(default_factory=list)
+    llm_seconds: float = 0.0
 
 
 class BatchRunner:
     """Compiles the init and turn functions of a Player for a batch size, and plays batches."""
 
-    def __init__(self, player: Player, batch_size: int):
+    def __init__(self, player: Player, batch_size: int, reviser=None):
         self.player = player
         self.batch_size = batch_size
+        self.reviser = reviser  # L4: answers LLM revision requests between turns
         self._init = jax.jit(jax.vmap(player.init_one))
         self._turn = jax.jit(jax.vmap(player.turn_one))
         self._fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(0, None)))
@@ -137,10 +142,25 @@ class BatchRunner:
         init_keys = self._fold(keys, 1 << 20)
         states, carries = self._init(init_keys, truths, seeds_j)
         records = []
+        llm_calls, fallbacks = np.zeros(n, np.int32), np.zeros(n, np.int32)
+        llm_events, llm_seconds = [], 0.0
         for turn in range(self.player.config.max_turns):
             states, carries, record = self._turn(self._fold(keys, turn), states, carries)
             records.append(record)
-            done = np.asarray(jax.device_get(states.done))
+            done, requests = jax.device_get((states.done, record.llm_request))
+            done, requests = np.asarray(done), np.asarray(requests).copy()
+            requests[n:] = False  # padding copies never call the LLM
+            if self.reviser is not None and requests.any():
+                llm_start = time.perf_counter()
+                turns, asked = jax.device_get((states.turn, states.questions))
+                carries, events = self.reviser.step(
+                    carries, requests, np.asarray(turns),
+                    self.player.config.max_questions - np.asarray(asked))
+                llm_seconds += time.perf_counter() - llm_start
+                for event in events:
+                    llm_calls[event.game] += 1
+                    fallbacks[event.game] += int(not event.ok)
+                llm_events.extend(events)
             if on_turn is not None:
                 on_turn(turn, int(done[:n].sum()))
             if done.all():
@@ -151,4 +171,5 @@ class BatchRunner:
         seconds = time.perf_counter() - start
         shots, hits, questions, turns, won, cells = (np.asarray(x)[:n] for x in host)
         rec = {name: np.asarray(value)[:, :n] for name, value in stacked._asdict().items()}
-        return BatchResult(shots, hits, questions, turns, won, cells, rec, seconds)
+        return BatchResult(shots, hits, questions, turns, won, cells, rec, seconds, llm_calls,
+                           fallbacks, llm_events, llm_seconds)

@@ -51,6 +51,8 @@ class ReflectiveRecord:
     last_kind: int32 last revision applied; last_delta: float32 its symbolic Δ.
     revised_now: bool a revision was applied this turn; llm_request: bool the gate opened this
       turn and an LLM should be asked (mra-llm only).
+    question_mode: int32 the question mode at decision time.
+    preview_policy: the policy the symbolic preset `next_kind` would produce (the LLM's preview).
     """
 
     policy: Policy
@@ -81,6 +83,8 @@ class ReflectiveRecord:
     last_delta: chex.Array
     revised_now: chex.Array
     llm_request: chex.Array
+    question_mode: chex.Array
+    preview_policy: Policy
 
 
 def default_policy(coarse: int = 6, local: int = 2, late: int = 4, salvage_start_turn: int = 16,
@@ -94,8 +98,9 @@ def default_policy(coarse: int = 6, local: int = 2, late: int = 4, salvage_start
 def initial_record(n_presets: int, n_templates: int = 83,
                    policy: Policy | None = None) -> ReflectiveRecord:
     f0, i0 = jnp.float32(0.0), jnp.int32(0)
+    policy = policy if policy is not None else default_policy()
     return ReflectiveRecord(
-        policy=policy if policy is not None else default_policy(),
+        policy=policy,
         used=jnp.zeros(3, jnp.int32), asked=jnp.zeros(n_templates, bool),
         pred_kind=i0, pred_hit_prob=f0, pred_answer_prob=f0, pred_gain=f0, pred_baseline=f0,
         pred_error_ema=f0, calibration_error_ema=f0, n_observations=i0,
@@ -106,4 +111,5 @@ def initial_record(n_presets: int, n_templates: int = 83,
         revision_count=i0, llm_revision_count=i0, fallback_count=i0,
         last_kind=jnp.int32(NO_REVISION), last_delta=f0,
         revised_now=jnp.bool_(False), llm_request=jnp.bool_(False),
+        question_mode=i0, preview_policy=policy,
     )

