@@ -137,6 +137,16 @@ def cmd_h2h(args) -> int:
     return 0
 
 
+def cmd_serve_ollama(args) -> int:
+    from bsjax.llm.backends import LLMError
+    from bsjax.llm.server import serve_local_model
+    try:
+        serve_local_model(args.host, args.port)
+    except (LLMError, OSError) as err:
+        raise UsageError(str(err)) from None
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="bsjax", description="Noisy Collaborative Battleship in JAX")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -157,6 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
     h2h.add_argument("run_b")
     h2h.add_argument("--json", action="store_true")
     h2h.set_defaults(func=cmd_h2h)
+    serve = sub.add_parser("serve-ollama", help="serve the embedded local model behind the "
+                           "Ollama chat API (for --llm ollama without an Ollama install)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=11435)
+    serve.set_defaults(func=cmd_serve_ollama)
     return parser
 
 
