@@ -1,0 +1,126 @@
+"""L4: reply parsing and guards, the Ollama path against a real HTTP server on loopback, faults
+that must become counted fallbacks, and τ = 0 equal to MRA with revision off."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from bsjax.harness.experiment import RunConfig, run
+from bsjax.llm import revision
+from bsjax.llm.backends import LLMError, OllamaBackend
+from bsjax.llm.server import OllamaAPIServer
+
+PREVIEW = {"revisionKind": "cluster_closeout_bias", "policyMode": "closeout", "coarseBudget": 6,
+           "localBudget": 2, "lateBudget": 4, "salvageStartTurn": 15, "exploitThreshold": 0.5}
+
+
+def test_valid_reply_with_defaults_from_the_preview():
+    proposal = revision.parse_reply('{"revisionKind": "late_diffuse_reprobe", "lateBudget": 5.4}',
+                                    PREVIEW)
+    assert proposal.kind == revision.KINDS.index("late_diffuse_reprobe")
+    assert proposal.budgets == (6, 2, 5) and proposal.salvage_start_turn == 15
+    assert proposal.exploit_threshold == 0.5
+
+
+def test_json_inside_prose_is_extracted():
+    text = 'Sure! {"revisionKind": "coarse_roi_collapse", "coarseBudget": 5} hope this helps'
+    assert revision.parse_reply(text, PREVIEW).budgets == (5, 2, 4)
+
+
+@pytest.mark.parametrize("reply, reason", [
+    ("no json here", "not_json"),
+    ("[1, 2]", "not_json"),
+    ('{"revisionKind": "teleport"}', "unknown_kind"),
+    ('{"coarseBudget": 3}', "unknown_kind"),
+    ('{"revisionKind": "cluster_closeout_bias", "localBudget": -1}', "out_of_range"),
+    ('{"revisionKind": "cluster_closeout_bias", "coarseBudget": 10, "lateBudget": 6}',
+     "budget_over_15"),
+    ('{"revisionKind": "cluster_closeout_bias", "salvageStartTurn": 41}', "out_of_range"),
+    ('{"revisionKind": "cluster_closeout_bias", "exploitThreshold": 1.5}', "out_of_range"),
+    ('{"revisionKind": "cluster_closeout_bias", "exploitThreshold": "high"}', "bad_number"),
+])
+def test_invalid_replies_are_refused_with_a_reason(reply, reason):
+    with pytest.raises(revision.InvalidReply) as err:
+        revision.parse_reply(reply, PREVIEW)
+    assert err.value.reason == reason
+
+
+def test_ollama_backend_talks_to_a_real_http_server():
+    seen = []
+
+    def responder(system, user):
+        seen.append((system, json.loads(user)))
+        return json.dumps({"revisionKind": "cluster_closeout_bias"})
+
+    with OllamaAPIServer(responder) as server:
+        backend = OllamaBackend(host=server.url, model="gemma3:270m", timeout=5, retries=0)
+        state = {"turnNumber": 20}
+        reply = backend.chat(revision.SYSTEM_PROMPT, revision.user_prompt(state, PREVIEW))
+    assert json.loads(reply)["revisionKind"] == "cluster_closeout_bias"
+    assert "JSON only" in seen[0][0] and seen[0][1]["symbolicPreview"] == PREVIEW
+
+
+@pytest.mark.parametrize("responder, timeout", [
+    (lambda s, u: (500, "internal error"), 5),
+    (lambda s, u: "", 5),
+    (lambda s, u: time.sleep(3) or "{}", 0.5),
+])
+def test_transport_faults_raise_llm_error(responder, timeout):
+    with OllamaAPIServer(responder) as server:
+        backend = OllamaBackend(host=server.url, timeout=timeout, retries=1)
+        with pytest.raises(LLMError):
+            backend.chat("s", "u")
+
+
+def test_closed_port_raises_llm_error():
+    with pytest.raises(LLMError):
+        OllamaBackend(host="http://127.0.0.1:9", timeout=1, retries=0).chat("s", "u")
+
+
+SMALL = dict(sampler="particles", particles=64, boards="B01,B02,B03", seeds=1)
+
+
+def _rows(out: Path):
+    return [json.loads(line) for line in (out / "games.jsonl").read_text().splitlines()]
+
+
+def test_tau_zero_is_mra_with_revision_off(tmp_path):
+    off = run(RunConfig(agent="mra", revision="off", **SMALL), tmp_path / "off")
+    llm = run(RunConfig(agent="mra-llm", tau=0.0, llm="none", **SMALL), tmp_path / "llm")
+    keys = ("board", "seed", "shots", "hits", "questions", "f1", "won", "turns")
+    assert [[r[k] for k in keys] for r in _rows(tmp_path / "off")] == \
+           [[r[k] for k in keys] for r in _rows(tmp_path / "llm")]
+    assert llm["llm_calls"] == 0 and off["avg_f1"] == llm["avg_f1"]
+
+
+def test_every_fault_becomes_a_counted_fallback_and_the_run_completes(tmp_path):
+    faults = itertools.cycle([
+        (500, "boom"), "", "not json at all", '{"revisionKind": "teleport"}',
+        '{"revisionKind": "cluster_closeout_bias", "coarseBudget": 14, "lateBudget": 9}',
+        '{"revisionKind": "cluster_closeout_bias", "exploitThreshold": 7}',
+        '{"revisionKind": "late_diffuse_reprobe"}',            # the one valid reply
+    ])
+    with OllamaAPIServer(lambda s, u: next(faults)) as server:
+        summary = run(RunConfig(agent="mra-llm", tau=1.0, llm="ollama", llm_host=server.url,
+                                llm_timeout=5, **SMALL), tmp_path / "run")
+    assert summary["games"] == 3
+    assert summary["llm_calls"] > 0
+    reasons = summary["fallback_reasons"]
+    assert summary["fallbacks"] == sum(reasons.values())
+    assert summary["fallbacks"] < summary["llm_calls"] or summary["llm_calls"] < 7
+    rows = _rows(tmp_path / "run")
+    assert sum(r["llm_calls"] for r in rows) == summary["llm_calls"]
+
+
+def test_closed_port_run_completes_with_every_revision_a_fallback(tmp_path):
+    summary = run(RunConfig(agent="mra-llm", tau=1.0, llm="ollama",
+                            llm_host="http://127.0.0.1:9", llm_timeout=1, **SMALL),
+                  tmp_path / "run")
+    assert summary["games"] == 3
+    assert summary["llm_calls"] > 0 and summary["fallbacks"] == summary["llm_calls"]
+    assert set(summary["fallback_reasons"]) == {"transport"}
