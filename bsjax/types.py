@@ -113,9 +113,9 @@ class TurnRecord(NamedTuple):
       kind: `[]` int32 action kind; cell: target cell; question_id: catalog index.
       outcome: `[]` bool hit (shots) or recorded answer (questions).
       hit_probability: `[]` float32 the belief's p of the shot cell (or of the best cell).
-      confidence: `[]` float32 the reflective runtime's model confidence (1 without one).
-      revision: `[]` int32 preset kind applied this turn, -1 if none.
       llm_request: `[]` bool the revision gate asked for an LLM this turn.
+      extras: dict of `[]` agent-specific trace values (the reflective runtime's predictions,
+        EMAs, streak, previews, revision); empty for agents without a runtime.
     """
 
     active: chex.Array
@@ -124,6 +124,5 @@ class TurnRecord(NamedTuple):
     question_id: chex.Array
     outcome: chex.Array
     hit_probability: chex.Array
-    confidence: chex.Array
-    revision: chex.Array
     llm_request: chex.Array
+    extras: dict

@@ -139,11 +139,27 @@ class MRAAgent:
                         question_bits=sim.template_bits()[question])
         return action, p[best], record
 
-    def trace(self, record: ReflectiveRecord):
-        """(confidence, revision kind applied this turn or -1, llm requested) for the event log."""
-        return (signals.model_confidence(record),
-                jnp.where(record.revised_now, record.last_kind, -1).astype(jnp.int32),
-                record.llm_request)
+    def trace(self, record: ReflectiveRecord) -> dict:
+        """Per-turn scalars for events.jsonl and `bsjax lens --view confidence`."""
+        out = {
+            "confidence": signals.model_confidence(record),
+            "pred_kind": record.pred_kind, "pred_hit_prob": record.pred_hit_prob,
+            "pred_answer_prob": record.pred_answer_prob, "pred_gain": record.pred_gain,
+            "pred_error_ema": record.pred_error_ema,
+            "calibration_error_ema": record.calibration_error_ema,
+            "streak": record.low_confidence_streak, "cooldown": record.cooldown,
+            "next_kind": record.next_kind, "next_delta": record.next_delta,
+            "revision": jnp.where(record.revised_now, record.last_kind, -1).astype(jnp.int32),
+            "question_mode": record.question_mode, "policy_mode": record.policy.mode,
+            "coarse_budget": record.policy.budgets[0], "local_budget": record.policy.budgets[1],
+            "late_budget": record.policy.budgets[2],
+            "salvage_start_turn": record.policy.salvage_start_turn,
+            "exploit_threshold": record.policy.exploit_threshold,
+            "llm_request": record.llm_request,
+        }
+        for i, preset in enumerate(self.presets):
+            out[f"delta_{preset.kind}"] = record.preview_delta[i]
+        return out
 
     # ----- observe: reconcile, confidence, gate, revision -----
 

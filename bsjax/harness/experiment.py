@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import jax
+import numpy as np
 
 from bsjax import agents as agents_lib
 from bsjax import belief as belief_lib
@@ -244,6 +245,16 @@ def _read_jsonl_lenient(path: Path) -> list[dict]:
     return rows
 
 
+def _plain(value):
+    """A JSON-ready Python scalar."""
+    value = np.asarray(value)
+    if value.dtype == bool:
+        return bool(value)
+    if np.issubdtype(value.dtype, np.integer):
+        return int(value)
+    return round(float(value), 6)
+
+
 def game_rows(cfg: RunConfig, games: list[GameSpec], result) -> tuple[list[dict], list[dict]]:
     rows, events = [], []
     for i, g in enumerate(games):
@@ -269,9 +280,8 @@ def game_rows(cfg: RunConfig, games: list[GameSpec], result) -> tuple[list[dict]
                 "cell": int(rec["cell"][t, i]), "question_id": int(rec["question_id"][t, i]),
                 "outcome": bool(rec["outcome"][t, i]),
                 "p": round(float(rec["hit_probability"][t, i]), 6),
-                "confidence": round(float(rec["confidence"][t, i]), 6),
-                "revision": int(rec["revision"][t, i]),
                 "llm": bool(rec["llm_request"][t, i]),
+                **{name: _plain(value[t, i]) for name, value in rec["extras"].items()},
             })
     for e in result.llm_events:
         g = games[e.game]

@@ -64,15 +64,12 @@ class Player:
                                                  belief, new_agent_state, outcome, new_state.done)
         agent_state = jax.tree.map(lambda new, old: jnp.where(state.done, old, new),
                                    new_agent_state, agent_state)
-        if hasattr(self.agent, "trace"):
-            confidence, revision, llm_request = self.agent.trace(agent_state)
-        else:
-            confidence, revision, llm_request = jnp.float32(1.0), jnp.int32(-1), jnp.bool_(False)
+        extras = self.agent.trace(agent_state) if hasattr(self.agent, "trace") else {}
+        llm_request = extras.pop("llm_request", jnp.bool_(False))
         record = TurnRecord(active=~state.done, kind=action.kind, cell=action.cell,
                             question_id=action.question_id, outcome=outcome,
                             hit_probability=jnp.asarray(p_choice, jnp.float32),
-                            confidence=confidence, revision=revision,
-                            llm_request=llm_request & ~state.done)
+                            llm_request=llm_request & ~state.done, extras=extras)
         return new_state, (belief, agent_state), record
 
 
@@ -170,6 +167,8 @@ class BatchRunner:
         stacked = jax.device_get(jax.tree.map(lambda *xs: jnp.stack(xs), *records))
         seconds = time.perf_counter() - start
         shots, hits, questions, turns, won, cells = (np.asarray(x)[:n] for x in host)
-        rec = {name: np.asarray(value)[:, :n] for name, value in stacked._asdict().items()}
+        rec = {name: np.asarray(value)[:, :n] for name, value in stacked._asdict().items()
+               if name != "extras"}
+        rec["extras"] = {name: np.asarray(value)[:, :n] for name, value in stacked.extras.items()}
         return BatchResult(shots, hits, questions, turns, won, cells, rec, seconds, llm_calls,
                            fallbacks, llm_events, llm_seconds)
