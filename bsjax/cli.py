@@ -1,4 +1,4 @@
-"""The `bsjax` command: play, boards, bench, h2h.
+"""The `bsjax` command: play, boards, bench, h2h, lens, serve-ollama.
 
 Bad input gives one line on stderr and exit code 2, before anything is written. With `--json` the
 last stdout line is one JSON object. Progress goes to stderr.
@@ -137,6 +137,18 @@ def cmd_h2h(args) -> int:
     return 0
 
 
+def cmd_lens(args) -> int:
+    from bsjax.report import lens as lens_lib
+    if args.format not in ("text", "json"):
+        raise UsageError(f"--format must be text or json (got {args.format!r})")
+    try:
+        data = lens_lib.lens(args.run_dir, args.view, args.game, args.against)
+    except lens_lib.LensError as err:
+        raise UsageError(str(err)) from None
+    print(json.dumps(data) if args.format == "json" else lens_lib.render(args.view, data))
+    return 0
+
+
 def cmd_serve_ollama(args) -> int:
     from bsjax.llm.backends import LLMError
     from bsjax.llm.server import serve_local_model
@@ -167,6 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
     h2h.add_argument("run_b")
     h2h.add_argument("--json", action="store_true")
     h2h.set_defaults(func=cmd_h2h)
+    lens = sub.add_parser("lens", help="inspect a run directory")
+    lens.add_argument("run_dir")
+    lens.add_argument("--view", default="run", help="run | game | confidence | llm | compare")
+    lens.add_argument("--game", default=None, help="BOARD:SEED, e.g. B17:0")
+    lens.add_argument("--against", default=None, help="the other run (compare)")
+    lens.add_argument("--format", default="text", help="text | json")
+    lens.set_defaults(func=cmd_lens)
     serve = sub.add_parser("serve-ollama", help="serve the embedded local model behind the "
                            "Ollama chat API (for --llm ollama without an Ollama install)")
     serve.add_argument("--host", default="127.0.0.1")
@@ -183,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"bsjax: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. piped into `head`
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("bsjax: interrupted (finished games are saved; rerun with --resume)", file=sys.stderr)
         return 130
