@@ -5,11 +5,12 @@ import dataclasses
 
 from bsjax.agents.basic import GreedyAgent, RandomAgent, best_shot
 from bsjax.agents.bayes import BayesAgent
+from bsjax.agents.lm_only import LMOnlyAgent
 from bsjax.agents.mra import MRAAgent, MRALLMAgent
 from bsjax.agents.wma import WMAAgent
 
 AGENTS = {"random": RandomAgent, "greedy": GreedyAgent, "wma": WMAAgent, "bayes": BayesAgent,
-          "mra": MRAAgent, "mra-llm": MRALLMAgent}
+          "mra": MRAAgent, "mra-llm": MRALLMAgent, "lm-only": LMOnlyAgent}
 
 
 def register_agent(cls, name: str | None = None):

@@ -27,7 +27,7 @@ def bench(cfg: experiment.RunConfig, games: int, repeats: int = 1) -> dict:
             times.append(time.perf_counter() - start)
     seconds = statistics.median(times)
     return {
-        "agent": cfg.agent, "sampler": cfg.sampler if cfg.agent != "random" else None,
+        "agent": cfg.agent, "sampler": experiment._sampler_name(cfg),
         "rng": cfg.rng, "protocol": cfg.protocol, "games": games, "particles": cfg.particles,
         "device": str(jax.devices()[0]), "platform": jax.default_backend(),
         "jax": jax.__version__, "x64": cfg.reference_rng,

@@ -160,6 +160,23 @@ def make_reviser(cfg: RunConfig, player: Player):
     return RevisionHost(backend, player.agent.presets, player.agent.tau)
 
 
+def make_captain_factory(cfg: RunConfig, player: Player):
+    """Host-deciding captains (LM-only): a factory of per-batch captains, or None."""
+    if not getattr(player.agent, "host_decides", False):
+        return None
+    from bsjax.llm.backends import LLMError, NoBackend, make_backend
+    from bsjax.llm.lm_only import LMOnlyCaptain
+    try:
+        backend = make_backend(cfg.llm, cfg.llm_host, cfg.model, cfg.llm_timeout)
+    except LLMError as err:
+        print(f"bsjax: warning: LLM backend unavailable ({err}); every turn falls back",
+              file=sys.stderr)
+        backend = NoBackend()
+    improved = getattr(player.agent, "variant", "paper") == "improved"
+    return lambda seeds: LMOnlyCaptain(backend, seeds, reference_rng=not improved,
+                                       case_insensitive=improved)
+
+
 def game_list(boards: list[suites.Board], seeds: int) -> list[GameSpec]:
     """Boards outer, seed indices inner (the reference run order)."""
     return [GameSpec(b.board_id, s, suites.hash_seed(b.board_id, s), b.spans)
@@ -245,6 +262,10 @@ def _read_jsonl_lenient(path: Path) -> list[dict]:
     return rows
 
 
+def _sampler_name(cfg: RunConfig) -> str | None:
+    return cfg.sampler if agents_lib.AGENTS[cfg.agent].needs_belief else None
+
+
 def _plain(value):
     """A JSON-ready Python scalar."""
     value = np.asarray(value)
@@ -262,7 +283,7 @@ def game_rows(cfg: RunConfig, games: list[GameSpec], result) -> tuple[list[dict]
         shots, hits = int(result.shots[i]), int(result.hits[i])
         rows.append({
             "board": g.board_id, "seed": g.seed_index, "game_seed": g.game_seed,
-            "agent": cfg.agent, "sampler": cfg.sampler if cfg.agent != "random" else None,
+            "agent": cfg.agent, "sampler": _sampler_name(cfg),
             "protocol": cfg.protocol, "shots": shots, "hits": hits,
             "questions": int(result.questions[i]),
             "f1": 2 * hits / (shots + cells) if hits else 0.0,
@@ -318,7 +339,8 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
         runner = None
         if todo:
             player = make_player(cfg, game_config)
-            runner = BatchRunner(player, batch, make_reviser(cfg, player))
+            runner = BatchRunner(player, batch, make_reviser(cfg, player),
+                                 make_captain_factory(cfg, player))
         if progress is not None:
             progress.start(len(games), len(done_rows))
         for lo in range(0, len(todo), batch):
@@ -349,7 +371,7 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
         "llm_latency_mean": (sum(e["latency"] for e in llm_events) / len(llm_events)
                              if llm_events else 0.0),
         "agent": cfg.agent, "protocol": cfg.protocol, "suite": cfg.suite_name,
-        "sampler": cfg.sampler if cfg.agent != "random" else None, "rng": cfg.rng,
+        "sampler": _sampler_name(cfg), "rng": cfg.rng,
         "particles": cfg.particles, "played_now": played,
         "seconds": time.perf_counter() - start,
         "compile_seconds": compile_seconds,

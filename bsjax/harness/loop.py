@@ -4,6 +4,7 @@ masked. The only place (with `harness.experiment`) that moves data between devic
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import time
 from typing import Any, Callable
@@ -14,7 +15,7 @@ import numpy as np
 
 from bsjax.config import GameConfig
 from bsjax.game import rules
-from bsjax.types import GameState, TurnRecord
+from bsjax.types import Action, GameState, TurnRecord
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +54,18 @@ class Player:
         view = rules.view(self.config, state)
         action, p_choice, new_agent_state = self.agent.decide(k_act, view, self.sampler, belief,
                                                               agent_state)
+        return self._advance((k_env, k_belief), state, belief, agent_state, new_agent_state, action,
+                             p_choice)
+
+    def act_one(self, key: jax.Array, state: GameState, carry, action):
+        """A turn whose action was chosen on the host (LM-only captain). Key consumed."""
+        belief, agent_state = carry
+        _, k_env, k_belief = jax.random.split(key, 3)
+        return self._advance((k_env, k_belief), state, belief, agent_state, agent_state, action,
+                             jnp.float32(0.0))
+
+    def _advance(self, keys, state, belief, agent_state, new_agent_state, action, p_choice):
+        k_env, k_belief = keys
         new_state, outcome = rules.step(k_env, self.config, state, action, self.reference_rng)
         if self.sampler is not None:
             updated = self.sampler.update(k_belief, belief, new_state.obs)
@@ -105,12 +118,14 @@ class BatchResult:
 class BatchRunner:
     """Compiles the init and turn functions of a Player for a batch size, and plays batches."""
 
-    def __init__(self, player: Player, batch_size: int, reviser=None):
+    def __init__(self, player: Player, batch_size: int, reviser=None, captain_factory=None):
         self.player = player
         self.batch_size = batch_size
         self.reviser = reviser  # L4: answers LLM revision requests between turns
+        self.captain_factory = captain_factory  # host-deciding captains (LM-only)
         self._init = jax.jit(jax.vmap(player.init_one))
         self._turn = jax.jit(jax.vmap(player.turn_one))
+        self._act = jax.jit(jax.vmap(player.act_one))
         self._fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(0, None)))
         self.compile_seconds = 0.0
         self._compiled = False
@@ -120,7 +135,13 @@ class BatchRunner:
         self._init = self._init.lower(keys, truths, seeds).compile()
         states, carries = self._init(keys, truths, seeds)
         turn_keys = self._fold(keys, 0)
-        self._turn = self._turn.lower(turn_keys, states, carries).compile()
+        if self.captain_factory is not None:
+            self._act = self._act.lower(turn_keys, states, carries,
+                                        self._host_actions(np.zeros(keys.shape[0], np.int32),
+                                                           np.zeros(keys.shape[0], np.int32),
+                                                           np.full(keys.shape[0], -1))).compile()
+        else:
+            self._turn = self._turn.lower(turn_keys, states, carries).compile()
         self.compile_seconds = time.perf_counter() - start
         self._compiled = True
 
@@ -141,8 +162,20 @@ class BatchRunner:
         records = []
         llm_calls, fallbacks = np.zeros(n, np.int32), np.zeros(n, np.int32)
         llm_events, llm_seconds = [], 0.0
+        captain = (self.captain_factory([g.game_seed for g in games])
+                   if self.captain_factory is not None else None)
         for turn in range(self.player.config.max_turns):
-            states, carries, record = self._turn(self._fold(keys, turn), states, carries)
+            if captain is not None:
+                llm_start = time.perf_counter()
+                states, carries, record, events = self._host_turn(
+                    captain, self._fold(keys, turn), states, carries, n)
+                llm_seconds += time.perf_counter() - llm_start
+                for event in events:
+                    llm_calls[event.game] += 1
+                    fallbacks[event.game] += int(not event.ok)
+                llm_events.extend(events)
+            else:
+                states, carries, record = self._turn(self._fold(keys, turn), states, carries)
             records.append(record)
             done, requests = jax.device_get((states.done, record.llm_request))
             done, requests = np.asarray(done), np.asarray(requests).copy()
@@ -172,3 +205,53 @@ class BatchRunner:
         rec["extras"] = {name: np.asarray(value)[:, :n] for name, value in stacked.extras.items()}
         return BatchResult(shots, hits, questions, turns, won, cells, rec, seconds, llm_calls,
                            fallbacks, llm_events, llm_seconds)
+
+    def _host_actions(self, kinds, cells, templates) -> Action:
+        from bsjax.game import questions
+        bits = questions.catalog_bits()[np.maximum(templates, 0)]
+        bits[templates < 0] = 0
+        return Action(kind=jnp.asarray(kinds, jnp.int32), cell=jnp.asarray(cells, jnp.int32),
+                      question_id=jnp.asarray(templates, jnp.int32),
+                      question_bits=jnp.asarray(bits, jnp.uint32))
+
+    def _host_turn(self, captain, keys, states, carries, n: int):
+        """One turn chosen on the host for every live game (concurrent LLM calls)."""
+        from bsjax.game import bitboard
+        from bsjax.harness.llm_host import LLMEvent
+        cfg = self.player.config
+        hit_bits, miss_bits, shots, asked, turns, done = jax.device_get(
+            (states.obs.hit_bits, states.obs.miss_bits, states.shots, states.questions,
+             states.turn, states.done))
+        hits = bitboard.unpack_np(np.asarray(hit_bits), cfg.n_cells)
+        misses = bitboard.unpack_np(np.asarray(miss_bits), cfg.n_cells)
+        size = hits.shape[0]
+        kinds, cells = np.zeros(size, np.int32), np.zeros(size, np.int32)
+        templates = np.full(size, -1, np.int32)
+        for g in range(size):  # finished games and padding: any unknown cell, never the LLM
+            unknown = np.flatnonzero(~(hits[g] | misses[g]))
+            cells[g] = unknown[0] if len(unknown) else 0
+        live = [g for g in range(n) if not done[g]]
+
+        def ask(g):
+            start = time.perf_counter()
+            decision = captain.decide(g, hits[g], misses[g], int(turns[g]),
+                                      cfg.max_shots - int(shots[g]),
+                                      cfg.max_questions - int(asked[g]))
+            return g, decision, time.perf_counter() - start
+
+        events = []
+        with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+            for g, decision, latency in pool.map(ask, live):
+                kinds[g], templates[g] = decision.kind, decision.question
+                if decision.kind == 0:
+                    cells[g] = decision.cell
+                events.append(LLMEvent(g, int(turns[g]) + 1, not decision.fallback,
+                                       decision.reason, latency,
+                                       "question" if decision.kind else "shot"))
+        states, carries, record = self._act(keys, states, carries,
+                                            self._host_actions(kinds, cells, templates))
+        outcomes = np.asarray(jax.device_get(record.outcome))
+        for g in live:
+            if kinds[g] == 1:
+                captain.record_answer(g, bool(outcomes[g]))
+        return states, carries, record, events
