@@ -97,8 +97,9 @@ class LocalBackend:
         except ImportError as err:
             raise LLMError("llama-cpp-python is not installed: pip install 'bsjax[llm]'") from err
         path = Path(self.model_path) if self.model_path else local_model_path()
+        # Gemma's own turn format (the GGUF's template is not picked up by every build).
         self._llm = Llama(model_path=str(path), n_ctx=self.n_ctx, seed=self.seed, verbose=False,
-                          n_threads=2)
+                          n_threads=2, chat_format="gemma")
 
     def chat(self, system: str, user: str) -> str:
         kwargs = dict(messages=[{"role": "system", "content": system},
