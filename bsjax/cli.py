@@ -22,7 +22,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_game_args(p: argparse.ArgumentParser, with_out: bool = True) -> None:
-    p.add_argument("--agent", default="greedy", help="random | greedy | wma | bayes | mra | mra-llm | lm-only")
+    p.add_argument("--agent", default="greedy",
+                   help="random | greedy | wma | bayes | mra | mra-llm | lm-only")
     p.add_argument("--protocol", default="paper", help="paper | grand")
     p.add_argument("--suite", default=None, help="synthetic | grand | random (default: the "
                    "protocol's own suite)")

@@ -32,5 +32,5 @@ def make_agent(name: str, config, **options):
     return cls(config, **{k: v for k, v in options.items() if k in fields})
 
 
-__all__ = ["AGENTS", "BayesAgent", "GreedyAgent", "MRAAgent", "RandomAgent", "WMAAgent", "best_shot", "make_agent",
-           "register_agent"]
+__all__ = ["AGENTS", "BayesAgent", "GreedyAgent", "LMOnlyAgent", "MRAAgent", "MRALLMAgent",
+           "RandomAgent", "WMAAgent", "best_shot", "make_agent", "register_agent"]

@@ -17,9 +17,9 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from bsjax.agents.basic import best_shot
+from bsjax.agents.basic import summarize_turn
 from bsjax.config import GameConfig
-from bsjax.game import bitboard, questions, rules
+from bsjax.game import bitboard, questions
 from bsjax.planning import eig, sim
 from bsjax.types import ASK, SHOOT, Action, View
 
@@ -84,12 +84,9 @@ class BayesAgent:
         """Returns (action, `[]` float32 p of the MAP cell, state)."""
         del key
         cfg = self.config
-        obs = view.obs
-        p = sampler.hit_probability(belief)
-        parts = sim.particles(cfg, *sampler.weighted_particles(belief))
-        unknown = rules.unknown_cells(cfg, obs)
-        hit_cells = bitboard.unpack(obs.hit_bits, cfg.n_cells)
-        cell = best_shot(p, unknown)
+        turn = summarize_turn(cfg, view, sampler, belief)
+        p, parts, unknown, hit_cells, cell = (turn.p, turn.parts, turn.unknown, turn.hit_cells,
+                                              turn.best)
 
         regions, template = candidate_regions(cfg, hit_cells, unknown)
         answer_matrix = sim.answers(regions, parts)                              # [K, P]

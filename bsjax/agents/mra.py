@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bsjax.agents.basic import best_shot
+from bsjax.agents.basic import summarize_turn
 from bsjax.config import GameConfig
 from bsjax.game import bitboard, questions, rules
 from bsjax.planning import sim
@@ -74,15 +74,8 @@ class MRAAgent:
         """Returns (action, `[]` float32 p of the best shot, record)."""
         del key
         cfg = self.config
-        obs = view.obs
-        p = sampler.hit_probability(belief)
-        parts = sim.particles(cfg, *sampler.weighted_particles(belief))
-        unknown = rules.unknown_cells(cfg, obs)
-        hit_cells = bitboard.unpack(obs.hit_bits, cfg.n_cells)
-        hits = jnp.sum(hit_cells, dtype=jnp.int32).astype(jnp.float32)
-        total = jnp.sum(obs.ship_lengths).astype(jnp.float32)
-        best = best_shot(p, unknown)
-        best_value = sim.shot_values(p[best], hits, total)
+        p, parts, unknown, hit_cells, hits, total, best, best_value = summarize_turn(
+            cfg, view, sampler, belief)
 
         frontier_count = jnp.sum(questions.frontier(hit_cells, unknown, cfg.rows, cfg.cols),
                                  dtype=jnp.int32)

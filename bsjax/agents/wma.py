@@ -15,9 +15,9 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from bsjax.agents.basic import best_shot
+from bsjax.agents.basic import best_shot, summarize_turn
 from bsjax.config import GameConfig
-from bsjax.game import bitboard, questions, rules
+from bsjax.game import questions
 from bsjax.planning import sim
 from bsjax.types import ASK, SHOOT, Action, View
 
@@ -54,15 +54,8 @@ class WMAAgent:
         """Returns (action, `[]` float32 p of the best shot, new state)."""
         del key
         cfg = self.config
-        obs = view.obs
-        p = sampler.hit_probability(belief)
-        parts = sim.particles(cfg, *sampler.weighted_particles(belief))
-        unknown = rules.unknown_cells(cfg, obs)
-        hit_cells = bitboard.unpack(obs.hit_bits, cfg.n_cells)
-        hits = jnp.sum(hit_cells, dtype=jnp.int32).astype(jnp.float32)
-        total = jnp.sum(obs.ship_lengths).astype(jnp.float32)
-        best = best_shot(p, unknown)
-        best_value = sim.shot_values(p[best], hits, total)
+        p, parts, unknown, hit_cells, hits, total, best, best_value = summarize_turn(
+            cfg, view, sampler, belief)
 
         frontier = questions.frontier(hit_cells, unknown, cfg.rows, cfg.cols)
         frontier_cell = best_shot(p, frontier)

@@ -26,6 +26,7 @@ from bsjax.game import suites
 from bsjax.game.suites import BoardError
 from bsjax.harness.loop import BatchRunner, GameSpec, Player
 from bsjax.report import stats
+from bsjax.report.files import read_jsonl
 
 
 class UsageError(ValueError):
@@ -144,34 +145,32 @@ def make_player(cfg: RunConfig, game_config: GameConfig) -> Player:
     return Player(game_config, agent, sampler, cfg.reference_rng)
 
 
+def _backend(cfg: RunConfig):
+    """The configured LLM backend; an unusable one never stops a run: it is replaced by `none`,
+    so every request falls back and is counted."""
+    from bsjax.llm.backends import LLMError, NoBackend, make_backend
+    try:
+        return make_backend(cfg.llm, cfg.llm_host, cfg.model, cfg.llm_timeout)
+    except LLMError as err:
+        print(f"bsjax: warning: LLM backend unavailable ({err}); every LLM turn falls back",
+              file=sys.stderr)
+        return NoBackend()
+
+
 def make_reviser(cfg: RunConfig, player: Player):
     """The L4 host step for agents whose gate asks an LLM (None otherwise)."""
     if not getattr(player.agent, "llm", False):
         return None
     from bsjax.harness.llm_host import RevisionHost
-    from bsjax.llm.backends import LLMError, NoBackend, make_backend
-    try:
-        backend = make_backend(cfg.llm, cfg.llm_host, cfg.model, cfg.llm_timeout)
-    except LLMError as err:
-        # An unusable backend never stops a run: every request falls back, and is counted.
-        print(f"bsjax: warning: LLM backend unavailable ({err}); every revision falls back",
-              file=sys.stderr)
-        backend = NoBackend()
-    return RevisionHost(backend, player.agent.presets, player.agent.tau)
+    return RevisionHost(_backend(cfg), player.agent.presets, player.agent.tau)
 
 
 def make_captain_factory(cfg: RunConfig, player: Player):
     """Host-deciding captains (LM-only): a factory of per-batch captains, or None."""
     if not getattr(player.agent, "host_decides", False):
         return None
-    from bsjax.llm.backends import LLMError, NoBackend, make_backend
     from bsjax.llm.lm_only import LMOnlyCaptain
-    try:
-        backend = make_backend(cfg.llm, cfg.llm_host, cfg.model, cfg.llm_timeout)
-    except LLMError as err:
-        print(f"bsjax: warning: LLM backend unavailable ({err}); every turn falls back",
-              file=sys.stderr)
-        backend = NoBackend()
+    backend = _backend(cfg)
     improved = getattr(player.agent, "variant", "paper") == "improved"
     return lambda seeds: LMOnlyCaptain(backend, seeds, reference_rng=not improved,
                                        case_insensitive=improved)
@@ -198,18 +197,6 @@ def default_out_dir(prefix: str) -> Path:
     return Path("results") / f"{prefix}-{stamp}"
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            break  # a torn last line from an interrupted write: that game is replayed
-    return rows
-
-
 def prepare_out_dir(out: Path, cfg: RunConfig, resume: bool) -> list[dict]:
     """Check the run directory; return the rows already done (resume). Writes nothing."""
     run_json = out / "run.json"
@@ -224,7 +211,7 @@ def prepare_out_dir(out: Path, cfg: RunConfig, resume: bool) -> list[dict]:
             raise UsageError(f"{run_json} is not a valid run file; cannot resume") from None
         if previous != dataclasses.asdict(cfg):
             raise UsageError(f"{out} holds a run with a different configuration; cannot resume")
-        return _read_jsonl(out / "games.jsonl")
+        return read_jsonl(out / "games.jsonl", stop_at_torn=True)
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} exists and is not a bsjax run directory")
     return []
@@ -247,19 +234,9 @@ def _rewrite_clean(out: Path, rows: list[dict]) -> None:
     events = out / "events.jsonl"
     if events.exists():
         done = {(r["board"], r["seed"]) for r in rows}
-        kept = [e for e in _read_jsonl_lenient(events) if (e["board"], e["seed"]) in done]
+        kept = [e for e in read_jsonl(events) if (e["board"], e["seed"]) in done]
         events.write_text("".join(json.dumps(e) + "\n" for e in kept))
 
-
-def _read_jsonl_lenient(path: Path) -> list[dict]:
-    """Every parsable line (a torn line may sit anywhere after an interrupted append)."""
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
 
 
 def _sampler_name(cfg: RunConfig) -> str | None:
@@ -360,8 +337,7 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
         progress.stop()
     played = len(todo)
     summary = stats.summarize(done_rows)
-    llm_events = [e for e in _read_jsonl_lenient(out / "events.jsonl") if e.get("kind") == "llm"] \
-        if (out / "events.jsonl").exists() else []
+    llm_events = [e for e in read_jsonl(out / "events.jsonl") if e.get("kind") == "llm"]
     reasons: dict[str, int] = {}
     for e in llm_events:
         if not e["ok"]:

@@ -13,6 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from bsjax.report import stats
+from bsjax.report.files import read_jsonl
 
 VIEWS = ("run", "game", "confidence", "llm", "compare")
 KIND_NAMES = ("coarse_roi_collapse", "late_diffuse_reprobe", "cluster_closeout_bias")
@@ -22,25 +23,13 @@ class LensError(ValueError):
     """A run directory or selection that cannot be read."""
 
 
-def _jsonl(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
-
-
 def load(run_dir: str) -> dict:
     root = Path(run_dir)
     if not (root / "games.jsonl").is_file():
         raise LensError(f"{run_dir} is not a run directory (no games.jsonl)")
     run_json = json.loads((root / "run.json").read_text()) if (root / "run.json").exists() else {}
     return {"dir": str(root), "config": run_json.get("config", {}),
-            "games": _jsonl(root / "games.jsonl"), "events": _jsonl(root / "events.jsonl")}
+            "games": read_jsonl(root / "games.jsonl"), "events": read_jsonl(root / "events.jsonl")}
 
 
 def _board_f1(games) -> dict[str, float]:
