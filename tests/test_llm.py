@@ -124,3 +124,15 @@ def test_closed_port_run_completes_with_every_revision_a_fallback(tmp_path):
     assert summary["games"] == 3
     assert summary["llm_calls"] > 0 and summary["fallbacks"] == summary["llm_calls"]
     assert set(summary["fallback_reasons"]) == {"transport"}
+
+
+def test_local_model_behind_the_ollama_api():
+    """The embedded Gemma model served over the Ollama chat API, called by the ollama client."""
+    from bsjax.llm.backends import LocalBackend
+    local = LocalBackend(max_tokens=8)
+    direct = local.chat("Answer with one word.", "Say yes.")
+    assert isinstance(direct, str) and direct.strip()
+    with OllamaAPIServer(local.chat) as server:
+        reply = OllamaBackend(host=server.url, timeout=120, retries=0).chat(
+            "Answer with one word.", "Say yes.")
+    assert reply.strip()

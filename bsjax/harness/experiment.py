@@ -285,7 +285,7 @@ def game_rows(cfg: RunConfig, games: list[GameSpec], result) -> tuple[list[dict]
         g = games[e.game]
         events.append({"board": g.board_id, "seed": g.seed_index, "turn": int(e.turn) - 1,
                        "kind": "llm", "ok": e.ok, "reason": e.reason,
-                       "latency": round(e.latency, 4), "detail": e.kind})
+                       "latency": round(e.latency, 4), "detail": e.kind, "source": e.source})
     return rows, events
 
 

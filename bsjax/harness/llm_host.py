@@ -30,6 +30,7 @@ class LLMEvent:
     reason: str
     latency: float
     kind: str
+    source: str = "revision"   # "revision" (MRA-LLM gate) or "captain" (LM-only turn)
 
 
 def _apply_one(presets, record: ReflectiveRecord, request, kind, budgets, salvage, exploit,

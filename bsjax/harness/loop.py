@@ -247,7 +247,7 @@ class BatchRunner:
                     cells[g] = decision.cell
                 events.append(LLMEvent(g, int(turns[g]) + 1, not decision.fallback,
                                        decision.reason, latency,
-                                       "question" if decision.kind else "shot"))
+                                       "question" if decision.kind else "shot", "captain"))
         states, carries, record = self._act(keys, states, carries,
                                             self._host_actions(kinds, cells, templates))
         outcomes = np.asarray(jax.device_get(record.outcome))

@@ -39,9 +39,17 @@ def _board_f1(games) -> dict[str, float]:
 def view_run(run: dict) -> dict:
     summary = stats.summarize(run["games"])
     summary["per_board_f1"] = _board_f1(run["games"])
-    summary["revisions"] = sum(1 for e in run["events"] if e.get("revision", -1) >= 0)
+    summary["revisions"] = _revisions(run["events"])
     summary["config"] = run["config"]
     return summary
+
+
+def _revisions(events) -> int:
+    """Symbolic revisions (in the turn trace) plus LLM-gate revisions, which the host applies
+    after the turn is recorded: each request ends in an LLM revision or a fallback preset."""
+    symbolic = sum(1 for e in events if e.get("kind") != "llm" and e.get("revision", -1) >= 0)
+    return symbolic + sum(1 for e in events
+                          if e.get("kind") == "llm" and e.get("source", "revision") == "revision")
 
 
 def _select_game(run: dict, game: str | None) -> tuple[str, int]:
@@ -67,17 +75,42 @@ def view_game(run: dict, game: str | None) -> dict:
 
 
 def view_confidence(run: dict, game: str | None) -> dict:
+    """Without `--game`: one line per game (mean confidence, low-confidence turns, revisions,
+    observed turns); with it, that game's per-turn trace."""
+    if not any("confidence" in e for e in run["events"] if e.get("kind") != "llm"):
+        raise LensError("this run has no reflective trace (agent without a runtime)")
+    tau = run["config"].get("tau")
+    tau = 0.72 if tau is None and run["config"].get("agent") == "mra" else (tau or 1.0)
+    if not game:
+        per_game = defaultdict(list)
+        for e in run["events"]:
+            per_game[(e["board"], e["seed"])].append(e)
+        games = []
+        for g in run["games"]:
+            events = per_game[(g["board"], g["seed"])]
+            turns = [e for e in events if e.get("kind") != "llm"]
+            confidence = [e["confidence"] for e in turns]
+            games.append({"game": f"{g['board']}:{g['seed']}", "observed_turns": len(turns),
+                          "mean_confidence": statistics.fmean(confidence) if confidence else 0.0,
+                          "low_confidence_turns": sum(c < tau for c in confidence),
+                          "revisions": _revisions(events)})
+        return {"tau": tau, "games": games}
     out = view_game(run, game)
+    board, seed = out["game"].split(":")
+    llm = {e["turn"]: e for e in run["events"] if e.get("kind") == "llm"
+           and e["board"] == board and e["seed"] == int(seed)}
     keys = ("turn", "kind", "outcome", "pred_hit_prob", "pred_answer_prob", "pred_gain",
             "pred_error_ema", "calibration_error_ema", "confidence", "streak", "cooldown",
             "next_kind", "next_delta", "revision", "llm", "coarse_budget", "local_budget",
             "late_budget", "salvage_start_turn", "exploit_threshold")
     trace = []
     for e in out["turns"]:
-        if "confidence" not in e:
-            raise LensError("this run has no reflective trace (agent without a runtime)")
         item = {k: e.get(k) for k in keys}
         item.update({k: v for k, v in e.items() if k.startswith("delta_")})
+        if e.get("llm") and e["turn"] in llm:   # the revision the host applied after the turn
+            answer = llm[e["turn"]]
+            item["llm_revision"] = answer["detail"] if answer["ok"] else "fallback: " + (
+                KIND_NAMES[e["next_kind"]] if e.get("next_kind", -1) >= 0 else "?")
         trace.append(item)
     return {"game": out["game"], "trace": trace}
 
@@ -131,13 +164,18 @@ def render(view: str, data: dict) -> str:
                     if e["kind"] == "shot" else
                     f"ask q{e['question_id']} -> {'yes' if e['outcome'] else 'no'}")
             lines.append(f"  t{e['turn']:2d}  {what:24s} p={e['p']:.3f}")
+    elif view == "confidence" and "games" in data:
+        lines.append(f"per game (τ = {data['tau']}): mean confidence, low-confidence turns, "
+                     "revisions, observed turns")
+        lines += [f"  {g['game']}: {g['mean_confidence']:.3f}  {g['low_confidence_turns']}  "
+                  f"{g['revisions']}  {g['observed_turns']}" for g in data["games"]]
     elif view == "confidence":
         lines.append(f"game {data['game']}: turn action outcome | predicted (p, answer, gain) | "
                      "EMAs (pred, cal) confidence streak | preview Δ | revision")
         for t in data["trace"]:
             deltas = " ".join(f"{v:+.3f}" for k, v in sorted(t.items()) if k.startswith("delta_"))
             rev = KIND_NAMES[t["revision"]] if t["revision"] is not None and t["revision"] >= 0 \
-                else ("LLM asked" if t["llm"] else "-")
+                else t.get("llm_revision", "LLM asked") if t["llm"] else "-"
             lines.append(
                 f"  t{t['turn']:2d} {t['kind']:8s} {int(t['outcome'])} | {t['pred_hit_prob']:.3f} "
                 f"{t['pred_answer_prob']:.3f} {t['pred_gain']:.4f} | {t['pred_error_ema']:.3f} "
