@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from bsjax.config import GameConfig
@@ -49,3 +51,14 @@ def observe(config, lengths, hits=(), misses=(), questions=(), colour=None, sunk
     return obs
 
 
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeSampler:
+    """A sampler whose belief is `(p [64], spans [P, 4], weights [P])`, all designed by hand."""
+
+    def hit_probability(self, belief):
+        return belief[0]
+
+    def weighted_particles(self, belief):
+        return belief[1], belief[2]

@@ -8,7 +8,6 @@ numpy / Python loop written from the spec, not from the package.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import functools
 import math
 
@@ -415,16 +414,7 @@ def test_expected_best_after_matches_bruteforce(seed):
 # ----------------------------------------------------------------------------- agents' fixtures
 
 
-@dataclasses.dataclass(frozen=True)
-class FakeSampler:
-    """A sampler whose belief is `(p [64], spans [P, 4], weights [P])`, all designed by hand."""
-
-    def hit_probability(self, belief):
-        return belief[0]
-
-    def weighted_particles(self, belief):
-        return belief[1], belief[2]
-
+from support import FakeSampler  # noqa: E402
 
 SAMPLER = FakeSampler()
 WMA = WMAAgent(PAPER)

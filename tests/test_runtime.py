@@ -9,7 +9,6 @@ hand or by small numpy references written from the spec, never from the package.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import json
 import threading
 
@@ -469,16 +468,7 @@ def ref_patch(kind, policy):
 # ----------------------------------------------------------------------------- 4. MRA decide
 
 
-@dataclasses.dataclass(frozen=True)
-class FakeSampler:
-    """A sampler whose belief is `(p [64], spans [P, 4], weights [P])`, all designed by hand."""
-
-    def hit_probability(self, belief):
-        return belief[0]
-
-    def weighted_particles(self, belief):
-        return belief[1], belief[2]
-
+from support import FakeSampler  # noqa: E402
 
 SAMPLER = FakeSampler()
 KEY = jax.random.key(0)
