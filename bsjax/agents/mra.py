@@ -104,7 +104,8 @@ class MRAAgent:
             scores = jnp.where(pools[mode], adjusted[jnp.minimum(mode, 1)], -jnp.inf)
             question = jnp.argmax(scores).astype(jnp.int32)
             # The reference scans from a best of 0 and keeps strictly larger values.
-            has_question = scores[question] > 0
+            # Questions are scored only while the mode's budget is open (§8.3).
+            has_question = (scores[question] > 0) & is_open
             bq = jnp.where(has_question, scores[question], 0.0)
             prefer = (is_open & has_question & (bq > best_value)
                       & ~(p[best] >= policy.exploit_threshold))
