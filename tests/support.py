@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 import numpy as np
@@ -62,3 +63,28 @@ class FakeSampler:
 
     def weighted_particles(self, belief):
         return belief[1], belief[2]
+
+
+def neighbours(cell: int) -> list[int]:
+    """The orthogonal neighbours of a cell of the 8x8 board."""
+    r, c = divmod(cell, 8)
+    return [rr * 8 + cc for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1))
+            if 0 <= rr < 8 and 0 <= cc < 8]
+
+
+def ref_clusters(hit) -> list[set[int]]:
+    """4-connected components of the hit cells of an 8x8 board (plain BFS), as sets of cells."""
+    seen, out = set(), []
+    for start in range(64):
+        if not hit[start] or start in seen:
+            continue
+        comp, queue = {start}, collections.deque([start])
+        seen.add(start)
+        while queue:
+            for nb in neighbours(queue.popleft()):
+                if hit[nb] and nb not in seen:
+                    seen.add(nb)
+                    comp.add(nb)
+                    queue.append(nb)
+        out.append(comp)
+    return out

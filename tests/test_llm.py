@@ -98,32 +98,58 @@ def test_tau_zero_is_mra_with_revision_off(tmp_path):
     assert llm["llm_calls"] == 0 and off["avg_f1"] == llm["avg_f1"]
 
 
-def test_every_fault_becomes_a_counted_fallback_and_the_run_completes(tmp_path):
-    faults = itertools.cycle([
-        (500, "boom"), "", "not json at all", '{"revisionKind": "teleport"}',
-        '{"revisionKind": "cluster_closeout_bias", "coarseBudget": 14, "lateBudget": 9}',
-        '{"revisionKind": "cluster_closeout_bias", "exploitThreshold": 7}',
-        '{"revisionKind": "late_diffuse_reprobe"}',            # the one valid reply
-    ])
-    with OllamaAPIServer(lambda s, u: next(faults)) as server:
+FAULTS = [  # (reply, the fallback reason it must be counted under; None = a valid reply)
+    ("not json at all", "not_json"),
+    ('{"revisionKind": "teleport"}', "unknown_kind"),
+    ('{"revisionKind": "cluster_closeout_bias", "coarseBudget": 14, "lateBudget": 9}',
+     "budget_over_15"),
+    ('{"revisionKind": "cluster_closeout_bias", "exploitThreshold": 7}', "out_of_range"),
+    ('{"revisionKind": "cluster_closeout_bias", "localBudget": -2}', "out_of_range"),
+    ('{"revisionKind": "late_diffuse_reprobe"}', None),
+]
+
+
+def test_every_invalid_reply_becomes_a_counted_fallback_and_the_run_completes(tmp_path):
+    served = []
+    order = itertools.cycle(range(len(FAULTS)))
+
+    def responder(system, user):
+        index = next(order)
+        served.append(FAULTS[index][1])
+        return FAULTS[index][0]
+
+    with OllamaAPIServer(responder) as server:
         summary = run(RunConfig(agent="mra-llm", tau=1.0, llm="ollama", llm_host=server.url,
                                 llm_timeout=5, **SMALL), tmp_path / "run")
     assert summary["games"] == 3
-    assert summary["llm_calls"] > 0
-    reasons = summary["fallback_reasons"]
-    assert summary["fallbacks"] == sum(reasons.values())
-    assert summary["fallbacks"] < summary["llm_calls"] or summary["llm_calls"] < 7
+    # HTTP 200 replies are never retried: one served reply per request.
+    expected: dict[str, int] = {}
+    for reason in served:
+        if reason is not None:
+            expected[reason] = expected.get(reason, 0) + 1
+    assert summary["llm_calls"] == len(served) > 0
+    assert summary["fallback_reasons"] == expected
+    assert summary["fallbacks"] == sum(expected.values())
     rows = _rows(tmp_path / "run")
     assert sum(r["llm_calls"] for r in rows) == summary["llm_calls"]
+    assert sum(r["fallbacks"] for r in rows) == summary["fallbacks"]
 
 
-def test_closed_port_run_completes_with_every_revision_a_fallback(tmp_path):
-    summary = run(RunConfig(agent="mra-llm", tau=1.0, llm="ollama",
-                            llm_host="http://127.0.0.1:9", llm_timeout=1, **SMALL),
-                  tmp_path / "run")
+@pytest.mark.parametrize("fault", ["closed_port", "http_500", "empty_reply"])
+def test_transport_faults_make_every_revision_a_fallback(tmp_path, fault):
+    def go(host):
+        return run(RunConfig(agent="mra-llm", tau=1.0, llm="ollama", llm_host=host,
+                             llm_timeout=2, **SMALL), tmp_path / "run")
+
+    if fault == "closed_port":
+        summary = go("http://127.0.0.1:9")
+    else:
+        reply = (500, "internal error") if fault == "http_500" else ""
+        with OllamaAPIServer(lambda s, u: reply) as server:
+            summary = go(server.url)
     assert summary["games"] == 3
     assert summary["llm_calls"] > 0 and summary["fallbacks"] == summary["llm_calls"]
-    assert set(summary["fallback_reasons"]) == {"transport"}
+    assert summary["fallback_reasons"] == {"transport": summary["llm_calls"]}
 
 
 def test_local_model_behind_the_ollama_api():

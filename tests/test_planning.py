@@ -7,7 +7,6 @@ numpy / Python loop written from the spec, not from the package.
 
 from __future__ import annotations
 
-import collections
 import functools
 import math
 
@@ -28,6 +27,7 @@ from bsjax.game import spans as spans_lib
 from bsjax.planning import eig, sim
 from bsjax.types import ASK, SHOOT
 from support import bits, observe, tiny
+from support import FakeSampler, neighbours, ref_clusters
 
 SETTINGS = settings(max_examples=25, deadline=None)
 TOTAL = 14.0                                     # paper fleet 5 + 4 + 3 + 2
@@ -125,26 +125,6 @@ def ref_region_mass(p, unknown):
     return out
 
 
-def ref_clusters(hit):
-    """4-connected components of hit cells by BFS, as sets of cells."""
-    seen, out = set(), []
-    for start in range(64):
-        if not hit[start] or start in seen:
-            continue
-        comp, queue = {start}, collections.deque([start])
-        seen.add(start)
-        while queue:
-            r, c = divmod(queue.popleft(), 8)
-            for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
-                nb = rr * 8 + cc
-                if 0 <= rr < 8 and 0 <= cc < 8 and hit[nb] and nb not in seen:
-                    seen.add(nb)
-                    comp.add(nb)
-                    queue.append(nb)
-        out.append(comp)
-    return out
-
-
 def ref_cluster_relevance(hit):
     clusters = ref_clusters(np.asarray(hit, bool))
     out = np.zeros(len(CATALOG))
@@ -166,12 +146,6 @@ def h_b(x):
 
 def ref_eig(p, epsilon):
     return h_b(epsilon + (1 - 2 * epsilon) * p) - h_b(epsilon)
-
-
-def neighbours(cell):
-    r, c = divmod(cell, 8)
-    return [rr * 8 + cc for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1))
-            if 0 <= rr < 8 and 0 <= cc < 8]
 
 
 # ----------------------------------------------------------------------------- particle sets
@@ -414,7 +388,6 @@ def test_expected_best_after_matches_bruteforce(seed):
 # ----------------------------------------------------------------------------- agents' fixtures
 
 
-from support import FakeSampler  # noqa: E402
 
 SAMPLER = FakeSampler()
 WMA = WMAAgent(PAPER)

@@ -8,7 +8,6 @@ hand or by small numpy references written from the spec, never from the package.
 
 from __future__ import annotations
 
-import collections
 import json
 import threading
 
@@ -30,6 +29,7 @@ from bsjax.runtime.presets import PAPER_PRESETS, GateContext
 from bsjax.runtime.record import default_policy, initial_record
 from bsjax.types import ASK, SHOOT
 from support import bits
+from support import FakeSampler, neighbours, ref_clusters
 
 TOTAL = 14.0
 CATALOG = questions.CATALOG
@@ -308,12 +308,6 @@ def occupancy(boards):
     return spans_lib.table_for(PAPER).cells[np.asarray(boards)].any(axis=-2)
 
 
-def neighbours(cell):
-    r, c = divmod(cell, 8)
-    return [rr * 8 + cc for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1))
-            if 0 <= rr < 8 and 0 <= cc < 8]
-
-
 # Case "column 3": columns 7 and 8 hold the same ship cells on both boards (5: column 8 rows A-E,
 # 3: column 8 rows F-H, 4: column 7 rows A-D) and are given as misses (the fake belief does not
 # care), so the
@@ -351,24 +345,6 @@ def test_fixtures_are_what_they_claim():
 
 
 # ----------------------------------------------------------------------------- numpy references
-
-
-def ref_clusters(hit):
-    """4-connected components of hit cells (BFS), as sets of cells."""
-    seen, out = set(), []
-    for start in range(64):
-        if not hit[start] or start in seen:
-            continue
-        comp, queue = {start}, collections.deque([start])
-        seen.add(start)
-        while queue:
-            for nb in neighbours(queue.popleft()):
-                if hit[nb] and nb not in seen:
-                    seen.add(nb)
-                    comp.add(nb)
-                    queue.append(nb)
-        out.append(comp)
-    return out
 
 
 def ref_state(boards, weights, hits, misses):
@@ -468,7 +444,6 @@ def ref_patch(kind, policy):
 # ----------------------------------------------------------------------------- 4. MRA decide
 
 
-from support import FakeSampler  # noqa: E402
 
 SAMPLER = FakeSampler()
 KEY = jax.random.key(0)

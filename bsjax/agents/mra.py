@@ -86,7 +86,7 @@ class MRAAgent:
         look = sim.lookahead(cfg, parts, sim.answers(sim.template_bits(), parts), unknown)
         raw = sim.raw_question_values(look, hits, total)
         mass = sim.region_mass(p, unknown)
-        relevance = sim.cluster_relevance(hit_cells)
+        relevance = sim.cluster_relevance(hit_cells, labels)
         adjusted = jnp.stack([
             sim.adjusted_values(raw, look.p_yes, mass, relevance, sim.COARSE_WEIGHTS),
             sim.adjusted_values(raw, look.p_yes, mass, relevance, sim.SALVAGE_WEIGHTS)])

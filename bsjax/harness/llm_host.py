@@ -9,7 +9,6 @@ guard failure becomes the symbolic preset with a counted fallback. Nothing here 
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import time
 
 import jax
@@ -17,20 +16,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from bsjax.agents.mra import apply_revision
+from bsjax.harness.loop import LLMEvent
 from bsjax.llm import revision as revision_lib
 from bsjax.llm.backends import LLMError
 from bsjax.runtime.record import ReflectiveRecord
-
-
-@dataclasses.dataclass
-class LLMEvent:
-    game: int
-    turn: int
-    ok: bool
-    reason: str
-    latency: float
-    kind: str
-    source: str = "revision"   # "revision" (MRA-LLM gate) or "captain" (LM-only turn)
 
 
 def _apply_one(presets, record: ReflectiveRecord, request, kind, budgets, salvage, exploit,

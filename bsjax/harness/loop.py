@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bsjax.config import GameConfig
-from bsjax.game import rules
+from bsjax.game import bitboard, questions, rules
 from bsjax.types import Action, GameState, TurnRecord
 
 
@@ -95,6 +95,19 @@ def game_keys(run_seed: int, game_seeds: np.ndarray, seed_indices: np.ndarray) -
     base = jax.random.key(run_seed)
     per_game = jax.vmap(lambda s, i: jax.random.fold_in(jax.random.fold_in(base, s), i))
     return per_game(jnp.asarray(game_seeds, jnp.uint32), jnp.asarray(seed_indices, jnp.uint32))
+
+
+@dataclasses.dataclass
+class LLMEvent:
+    """One LLM call answered between turns (a revision request or an LM-only turn)."""
+
+    game: int
+    turn: int
+    ok: bool
+    reason: str
+    latency: float
+    kind: str
+    source: str = "revision"   # "revision" (MRA-LLM gate) or "captain" (LM-only turn)
 
 
 @dataclasses.dataclass
@@ -207,7 +220,6 @@ class BatchRunner:
                            fallbacks, llm_events, llm_seconds)
 
     def _host_actions(self, kinds, cells, templates) -> Action:
-        from bsjax.game import questions
         bits = questions.catalog_bits()[np.maximum(templates, 0)]
         bits[templates < 0] = 0
         return Action(kind=jnp.asarray(kinds, jnp.int32), cell=jnp.asarray(cells, jnp.int32),
@@ -216,8 +228,6 @@ class BatchRunner:
 
     def _host_turn(self, captain, keys, states, carries, n: int):
         """One turn chosen on the host for every live game (concurrent LLM calls)."""
-        from bsjax.game import bitboard
-        from bsjax.harness.llm_host import LLMEvent
         cfg = self.player.config
         hit_bits, miss_bits, shots, asked, turns, done = jax.device_get(
             (states.obs.hit_bits, states.obs.miss_bits, states.shots, states.questions,

@@ -129,11 +129,15 @@ def region_mass(hit_probability: jnp.ndarray, unknown: jnp.ndarray) -> jnp.ndarr
     return jnp.clip(jnp.where(jnp.asarray(block) >= 0, blocks, plain), 0.0, 1.0)
 
 
-def cluster_relevance(hit_cells: jnp.ndarray) -> jnp.ndarray:
+def cluster_relevance(hit_cells: jnp.ndarray, labels: jnp.ndarray | None = None) -> jnp.ndarray:
     """`[83]` max over 4-connected hit clusters K of
-    max(|rows(R) ∩ rows(K)|, |cols(R) ∩ cols(K)|) / max(|rows(K)|, |cols(K)|, 1); 0 without hits."""
+    max(|rows(R) ∩ rows(K)|, |cols(R) ∩ cols(K)|) / max(|rows(K)|, |cols(K)|, 1); 0 without hits.
+
+    `labels` (`[C]` from `questions.hit_clusters`) may be passed by a caller that already has
+    them: the labelling is a while loop, which under vmap waits for the slowest game."""
     _, _, _, region_rows, region_cols = _template_tables()
-    labels = questions.hit_clusters(hit_cells, 8, 8)                            # [C]
+    if labels is None:
+        labels = questions.hit_clusters(hit_cells, 8, 8)                        # [C]
     member = labels[None, :] == jnp.arange(64)[:, None]                         # [L, C]
     grid = member.reshape(64, 8, 8)
     k_rows, k_cols = jnp.any(grid, axis=2), jnp.any(grid, axis=1)               # [L, 8]
