@@ -44,6 +44,8 @@ def _add_game_args(p: argparse.ArgumentParser, with_out: bool = True) -> None:
     p.add_argument("--llm-timeout", type=float, default=30.0, help="seconds per LLM call")
     p.add_argument("--random-boards", type=int, default=18, help="boards of the random suite")
     p.add_argument("--batch-size", type=int, default=512, help="games per compiled batch")
+    p.add_argument("--devices", type=int, default=None,
+                   help="shard each batch over the first N local devices (default: all)")
     if with_out:
         p.add_argument("--out", default=None, help="run directory (default results/play-TIME)")
         p.add_argument("--resume", action="store_true", help="continue an interrupted run")
@@ -58,7 +60,7 @@ def _run_config(args):
                      revision=args.revision, variant=args.variant, llm=args.llm,
                      llm_host=args.llm_host, model=args.model, llm_timeout=args.llm_timeout,
                      run_seed=args.run_seed, random_boards=args.random_boards,
-                     batch_size=args.batch_size)
+                     batch_size=args.batch_size, devices=args.devices)
 
 
 def cmd_play(args) -> int:

@@ -59,6 +59,7 @@ class RunConfig:
     llm_host: str | None = None        # Ollama server, e.g. http://127.0.0.1:11434
     model: str | None = None           # Ollama model name
     llm_timeout: float = 30.0
+    devices: int | None = None         # local devices to shard games over (None: all)
 
     @property
     def suite_name(self) -> str:
@@ -102,6 +103,10 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
         raise UsageError(f"--llm-timeout must be positive (got {cfg.llm_timeout})")
     if cfg.batch_size < 1:
         raise UsageError(f"--batch-size must be at least 1 (got {cfg.batch_size})")
+    if cfg.devices is not None:
+        local = jax.local_device_count()
+        if not 1 <= cfg.devices <= local:
+            raise UsageError(f"--devices must lie in 1..{local} on this host (got {cfg.devices})")
     try:
         if cfg.board_file:
             path = Path(cfg.board_file)
@@ -189,7 +194,8 @@ def x64_context(cfg: RunConfig):
 
 def _versions() -> dict:
     return {"jax": jax.__version__, "python": platform.python_version(),
-            "device": str(jax.devices()[0]), "platform": jax.default_backend()}
+            "device": str(jax.devices()[0]), "platform": jax.default_backend(),
+            "local_devices": jax.local_device_count()}
 
 
 def default_out_dir(prefix: str) -> Path:
@@ -209,12 +215,21 @@ def prepare_out_dir(out: Path, cfg: RunConfig, resume: bool) -> list[dict]:
             previous = json.loads(run_json.read_text()).get("config", {})
         except (json.JSONDecodeError, AttributeError):
             raise UsageError(f"{run_json} is not a valid run file; cannot resume") from None
-        if previous != dataclasses.asdict(cfg):
+        if _identity(previous) != _identity(dataclasses.asdict(cfg)):
             raise UsageError(f"{out} holds a run with a different configuration; cannot resume")
         return read_jsonl(out / "games.jsonl", stop_at_torn=True)
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} exists and is not a bsjax run directory")
     return []
+
+
+# Fields that change how games are batched or placed, never their results: a run may resume
+# with other values.
+PLACEMENT_FIELDS = ("devices", "batch_size")
+
+
+def _identity(config: dict) -> dict:
+    return {k: v for k, v in config.items() if k not in PLACEMENT_FIELDS}
 
 
 def _append_jsonl(path: Path, rows: list[dict]) -> None:
@@ -317,7 +332,8 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
         if todo:
             player = make_player(cfg, game_config)
             runner = BatchRunner(player, batch, make_reviser(cfg, player),
-                                 make_captain_factory(cfg, player))
+                                 make_captain_factory(cfg, player), devices=cfg.devices)
+            batch = runner.batch_size  # rounded up to whole slices per device
         if progress is not None:
             progress.start(len(games), len(done_rows))
         for lo in range(0, len(todo), batch):

@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jax.sharding import NamedSharding, PartitionSpec
+
 from bsjax.config import GameConfig
 from bsjax.game import bitboard, questions, rules
 from bsjax.types import Action, GameState, TurnRecord
@@ -128,20 +130,51 @@ class BatchResult:
     llm_seconds: float = 0.0
 
 
-class BatchRunner:
-    """Compiles the init and turn functions of a Player for a batch size, and plays batches."""
+def game_sharding(devices: int | None = None) -> NamedSharding | None:
+    """A 1-D mesh over the games axis on the first `devices` local devices (all by default).
 
-    def __init__(self, player: Player, batch_size: int, reviser=None, captain_factory=None):
+    None for a single device: the batch then stays where JAX puts it. Every array of a batch has
+    games as its leading axis, so one sharding serves every leaf of every pytree.
+    """
+    local = jax.local_devices()
+    if devices is not None and not 1 <= devices <= len(local):
+        raise ValueError(f"--devices must lie in 1..{len(local)} (this host has {len(local)} "
+                         f"{local[0].platform} device(s)), got {devices}")
+    chosen = local[:devices] if devices else local
+    if len(chosen) == 1:
+        return None
+    mesh = jax.sharding.Mesh(np.asarray(chosen), ("games",))
+    return NamedSharding(mesh, PartitionSpec("games"))
+
+
+class BatchRunner:
+    """Compiles the init and turn functions of a Player for a batch size, and plays batches.
+
+    With several devices the batch is sharded over games (`game_sharding`): games never talk to
+    each other, so each device plays its slice and the results equal a one-device run.
+    """
+
+    def __init__(self, player: Player, batch_size: int, reviser=None, captain_factory=None,
+                 devices: int | None = None):
         self.player = player
-        self.batch_size = batch_size
+        self.sharding = game_sharding(devices)
+        n_devices = self.sharding.num_devices if self.sharding is not None else 1
+        self.batch_size = -(-batch_size // n_devices) * n_devices  # whole slices per device
         self.reviser = reviser  # L4: answers LLM revision requests between turns
         self.captain_factory = captain_factory  # host-deciding captains (LM-only)
-        self._init = jax.jit(jax.vmap(player.init_one))
-        self._turn = jax.jit(jax.vmap(player.turn_one))
-        self._act = jax.jit(jax.vmap(player.act_one))
-        self._fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(0, None)))
+        # Outputs pinned to the game mesh, so every turn's inputs arrive sharded as compiled.
+        jit = (jax.jit if self.sharding is None
+               else lambda f: jax.jit(f, out_shardings=self.sharding))
+        self._init = jit(jax.vmap(player.init_one))
+        self._turn = jit(jax.vmap(player.turn_one))
+        self._act = jit(jax.vmap(player.act_one))
+        self._fold = jit(jax.vmap(jax.random.fold_in, in_axes=(0, None)))
         self.compile_seconds = 0.0
         self._compiled = False
+
+    def _place(self, tree):
+        """Put a games-leading pytree on the game mesh (a no-op on one device)."""
+        return tree if self.sharding is None else jax.device_put(tree, self.sharding)
 
     def _compile(self, keys, truths, seeds):
         start = time.perf_counter()
@@ -149,10 +182,10 @@ class BatchRunner:
         states, carries = self._init(keys, truths, seeds)
         turn_keys = self._fold(keys, 0)
         if self.captain_factory is not None:
-            self._act = self._act.lower(turn_keys, states, carries,
-                                        self._host_actions(np.zeros(keys.shape[0], np.int32),
-                                                           np.zeros(keys.shape[0], np.int32),
-                                                           np.full(keys.shape[0], -1))).compile()
+            actions = self._place(self._host_actions(np.zeros(keys.shape[0], np.int32),
+                                                     np.zeros(keys.shape[0], np.int32),
+                                                     np.full(keys.shape[0], -1)))
+            self._act = self._act.lower(turn_keys, states, carries, actions).compile()
         else:
             self._turn = self._turn.lower(turn_keys, states, carries).compile()
         self.compile_seconds = time.perf_counter() - start
@@ -167,6 +200,7 @@ class BatchRunner:
         seeds = np.asarray([g.game_seed for g in padded], np.int64)
         keys = game_keys(run_seed, seeds, np.asarray([g.seed_index for g in padded]))
         seeds_j = jnp.asarray(seeds.astype(np.int32))
+        keys, truths, seeds_j = self._place((keys, truths, seeds_j))
         if not self._compiled:
             self._compile(keys, truths, seeds_j)
         start = time.perf_counter()
@@ -199,6 +233,7 @@ class BatchRunner:
                 carries, events = self.reviser.step(
                     carries, requests, np.asarray(turns),
                     self.player.config.max_questions - np.asarray(asked))
+                carries = self._place(carries)  # the host patch may leave the mesh
                 llm_seconds += time.perf_counter() - llm_start
                 for event in events:
                     llm_calls[event.game] += 1
@@ -259,7 +294,8 @@ class BatchRunner:
                                        decision.reason, latency,
                                        "question" if decision.kind else "shot", "captain"))
         states, carries, record = self._act(keys, states, carries,
-                                            self._host_actions(kinds, cells, templates))
+                                            self._place(self._host_actions(kinds, cells,
+                                                                           templates)))
         outcomes = np.asarray(jax.device_get(record.outcome))
         for g in live:
             if kinds[g] == 1:
