@@ -17,9 +17,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The main job on its embedded defaults.
+# The main job on its embedded defaults: the paper's table (every layer, 54 games per row,
+# the L4 rows with the embedded local model) and its figures, in results/make-run.
 run: $(STAMP)
-	$(BIN)/bsjax play --agent greedy --sampler chain --rng reference --seeds 3 --out results/make-run --resume
+	$(BIN)/bsjax paper --out results/make-run --resume
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile

@@ -1,4 +1,4 @@
-"""The `bsjax` command: play, boards, bench, h2h, lens, serve-ollama.
+"""The `bsjax` command: play, paper, sweep, report, boards, bench, h2h, lens, serve-ollama.
 
 Bad input gives one line on stderr and exit code 2, before anything is written. With `--json` the
 last stdout line is one JSON object. Progress goes to stderr.
@@ -21,46 +21,54 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"bsjax: error: {message}\n")
 
 
-def _add_game_args(p: argparse.ArgumentParser, with_out: bool = True) -> None:
-    p.add_argument("--agent", default="greedy",
-                   help="random | greedy | wma | bayes | mra | mra-llm | lm-only")
-    p.add_argument("--protocol", default="paper", help="paper | grand")
-    p.add_argument("--suite", default=None, help="synthetic | grand | random (default: the "
-                   "protocol's own suite)")
-    p.add_argument("--boards", default="all", help="all, or a list such as B01,B02")
-    p.add_argument("--board-file", default=None, help="a board in the Grand text format")
-    p.add_argument("--seeds", type=int, default=3, help="seed indices per board")
-    p.add_argument("--sampler", default="particles", help="chain | importance | particles")
-    p.add_argument("--rng", default="jax", help="jax | reference (bit-exact reference chain)")
-    p.add_argument("--particles", type=int, default=500, help="samples / particles per game")
-    p.add_argument("--tau", type=float, default=None,
-                   help="confidence threshold in [0, 1] (default: the agent's; MRA 0.72)")
-    p.add_argument("--revision", default="on", help="MRA symbolic revision: on | off")
-    p.add_argument("--variant", default="paper", help="MRA: paper (faithful) | improved")
-    p.add_argument("--run-seed", type=int, default=0, help="base seed of the JAX keys")
-    p.add_argument("--llm", default="local", help="L4 backend: ollama | local | none")
-    p.add_argument("--llm-host", default=None, help="Ollama server (default 127.0.0.1:11434)")
-    p.add_argument("--model", default=None, help="Ollama model name")
-    p.add_argument("--llm-timeout", type=float, default=30.0, help="seconds per LLM call")
-    p.add_argument("--random-boards", type=int, default=18, help="boards of the random suite")
-    p.add_argument("--batch-size", type=int, default=512, help="games per compiled batch")
-    p.add_argument("--devices", type=int, default=None,
-                   help="shard each batch over the first N local devices (default: all)")
+# RunConfig fields as flags: (flag, type, help). Defaults are None, meaning "the RunConfig (or
+# experiment file) default", so an explicit flag can override an experiment file.
+GAME_FLAGS = (
+    ("--agent", str, "random | greedy | wma | bayes | mra | mra-llm | lm-only (default greedy)"),
+    ("--protocol", str, "paper | grand (default paper)"),
+    ("--suite", str, "synthetic | grand | random (default: the protocol's own suite)"),
+    ("--boards", str, "all, or a list such as B01,B02 (default all)"),
+    ("--board-file", str, "a board in the Grand text format"),
+    ("--seeds", int, "seed indices per board (default 3)"),
+    ("--sampler", str, "chain | importance | particles (default particles)"),
+    ("--rng", str, "jax | reference (bit-exact reference chain; default jax)"),
+    ("--particles", int, "samples / particles per game (default 500)"),
+    ("--tau", float, "confidence threshold in [0, 1] (default: the agent's; MRA 0.72)"),
+    ("--revision", str, "MRA symbolic revision: on | off (default on)"),
+    ("--variant", str, "MRA: paper (faithful) | improved (default paper)"),
+    ("--run-seed", int, "base seed of the JAX keys (default 0)"),
+    ("--llm", str, "L4 backend: ollama | local | none (default local)"),
+    ("--llm-host", str, "Ollama server (default 127.0.0.1:11434)"),
+    ("--model", str, "Ollama model name"),
+    ("--llm-timeout", float, "seconds per LLM call (default 30)"),
+    ("--random-boards", int, "boards of the random suite (default 18)"),
+    ("--batch-size", int, "games per compiled batch (default 512)"),
+    ("--devices", int, "shard each batch over the first N local devices (default: all)"),
+)
+# A study's rows choose these themselves.
+ROW_FLAGS = ("--agent", "--tau", "--revision")
+
+
+def _add_game_args(p: argparse.ArgumentParser, with_out: bool = True,
+                   exclude: tuple[str, ...] = ()) -> None:
+    for flag, kind, text in GAME_FLAGS:
+        if flag not in exclude:
+            p.add_argument(flag, type=kind, default=None, help=text)
     if with_out:
-        p.add_argument("--out", default=None, help="run directory (default results/play-TIME)")
+        p.add_argument("--out", default=None, help="output directory (default results/CMD-TIME)")
         p.add_argument("--resume", action="store_true", help="continue an interrupted run")
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
 
 
+def _overrides(args) -> dict:
+    """The RunConfig fields given on the command line."""
+    fields = (flag[2:].replace("-", "_") for flag, _, _ in GAME_FLAGS)
+    return {f: getattr(args, f) for f in fields if getattr(args, f, None) is not None}
+
+
 def _run_config(args):
     from bsjax.harness.experiment import RunConfig
-    return RunConfig(agent=args.agent, protocol=args.protocol, suite=args.suite,
-                     boards=args.boards, board_file=args.board_file, seeds=args.seeds,
-                     sampler=args.sampler, rng=args.rng, particles=args.particles, tau=args.tau,
-                     revision=args.revision, variant=args.variant, llm=args.llm,
-                     llm_host=args.llm_host, model=args.model, llm_timeout=args.llm_timeout,
-                     run_seed=args.run_seed, random_boards=args.random_boards,
-                     batch_size=args.batch_size, devices=args.devices)
+    return RunConfig(**_overrides(args))
 
 
 def cmd_play(args) -> int:
@@ -79,6 +87,71 @@ def cmd_play(args) -> int:
           f"{summary['avg_questions']:.1f}  {summary['games_per_second']:.2f} games/s  -> {out}")
     if args.json:
         print(json.dumps(summary))
+    return 0
+
+
+def _run_study(args, study, prefix: str) -> int:
+    from bsjax.harness import experiment
+    from bsjax.harness import study as study_lib
+    from bsjax.harness.progress import GameProgress
+    from bsjax.report import tables
+    study_lib.validate(study)
+    out = Path(args.out) if args.out else experiment.default_out_dir(prefix)
+    study_lib.prepare(study, out, args.resume)
+    summaries = study_lib.run(study, out, resume=args.resume,
+                              progress_factory=lambda row_id: GameProgress(label=row_id))
+    report = tables.write(out)
+    print(report["markdown"], end="")
+    print(f"-> {out}  ({', '.join(Path(f).name for f in report['files'].values())})")
+    if args.json:
+        print(json.dumps({"out": str(out), "rows": report["table"], "files": report["files"],
+                          "seconds": sum(s["seconds"] for s in summaries.values())}))
+    return 0
+
+
+def cmd_paper(args) -> int:
+    """The paper's unified table (all four layers and the baselines) with its figures."""
+    from bsjax.harness import study as study_lib
+    overrides = _overrides(args)
+    if args.config:
+        study = study_lib.load_toml(args.config, overrides)
+    else:
+        study = study_lib.paper_study(study_lib.paper_base(**overrides))
+    if study.kind != "paper":
+        raise UsageError(f"{args.config} defines a {study.kind}: run it with bsjax {study.kind}")
+    return _run_study(args, study, "paper")
+
+
+def cmd_sweep(args) -> int:
+    """One row per value of a RunConfig field, with CIs, a CSV and a plot."""
+    from bsjax.harness import study as study_lib
+    overrides = _overrides(args)
+    if args.config:
+        study = study_lib.load_toml(args.config, overrides)
+        if study.kind != "sweep":
+            raise UsageError(f"{args.config} defines a {study.kind}, not a sweep")
+        if args.param:
+            raise UsageError("give the swept parameter in the experiment file or with --param, "
+                             "not both")
+    else:
+        if not args.param or "=" not in args.param:
+            raise UsageError("--param NAME=VALUES is required, e.g. --param tau=0:1:0.05")
+        name, values = args.param.split("=", 1)
+        study = study_lib.sweep_study(_run_config(args), name.strip().replace("-", "_"),
+                                      values)
+    return _run_study(args, study, "sweep")
+
+
+def cmd_report(args) -> int:
+    from bsjax.report import tables
+    try:
+        report = tables.write(args.run_dir)
+    except tables.ReportError as err:
+        raise UsageError(str(err)) from None
+    print(report["markdown"], end="")
+    print(f"-> {', '.join(report['files'].values())}")
+    if args.json:
+        print(json.dumps({"rows": report["table"], "files": report["files"]}))
     return 0
 
 
@@ -168,6 +241,20 @@ def build_parser() -> argparse.ArgumentParser:
     play = sub.add_parser("play", help="play an agent on a suite and write a run directory")
     _add_game_args(play)
     play.set_defaults(func=cmd_play)
+    paper = sub.add_parser("paper", help="the paper's unified table: every layer on the suite, "
+                           "with table.md/.csv and figures")
+    paper.add_argument("--config", default=None, help="an experiment file (experiments/*.toml)")
+    _add_game_args(paper, exclude=ROW_FLAGS)
+    paper.set_defaults(func=cmd_paper)
+    sweep = sub.add_parser("sweep", help="one row per value of a parameter, e.g. tau=0:1:0.05")
+    sweep.add_argument("--param", default=None, help="NAME=lo:hi:step or NAME=a,b,c")
+    sweep.add_argument("--config", default=None, help="an experiment file of kind sweep")
+    _add_game_args(sweep)
+    sweep.set_defaults(func=cmd_sweep)
+    report = sub.add_parser("report", help="rebuild tables and figures of a study or run directory")
+    report.add_argument("run_dir")
+    report.add_argument("--json", action="store_true")
+    report.set_defaults(func=cmd_report)
     boards = sub.add_parser("boards", help="print a board suite")
     boards.add_argument("--suite", default="synthetic", help="synthetic | grand")
     boards.add_argument("--json", action="store_true")

@@ -102,8 +102,13 @@ def last_json(proc: subprocess.CompletedProcess) -> dict:
     return json.loads(lines[-1])
 
 
+TIMING_FIELDS = ("wall_seconds",)
+
+
 def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+    """Rows without their wall-clock fields (results must repeat; timings never do)."""
+    rows = [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+    return [{k: v for k, v in row.items() if k not in TIMING_FIELDS} for row in rows]
 
 
 def snapshot(path: Path) -> dict[str, bytes]:

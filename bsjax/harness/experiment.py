@@ -340,8 +340,13 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
             chunk = todo[lo:lo + batch]
             on_turn = (lambda _t, n_done, base=len(done_rows): progress.update(base + n_done)
                        ) if progress is not None else None
+            batch_start = time.perf_counter()
             result = runner.play(chunk, cfg.run_seed, on_turn)
             rows, events = game_rows(cfg, chunk, result)
+            # Wall time (compile and LLM calls included) shared over the batch's games, so the
+            # table's wall time survives interruptions and resumes.
+            for row in rows:
+                row["wall_seconds"] = round((time.perf_counter() - batch_start) / len(chunk), 4)
             # Events first: a game counts as done only once its row is written after them.
             _append_jsonl(out / "events.jsonl", events)
             _append_jsonl(out / "games.jsonl", rows)

@@ -66,4 +66,5 @@ def summarize(rows: list[Mapping]) -> dict:
         "llm_calls": llm_calls,
         "llm_rate": llm_calls / turns if turns else 0.0,
         "fallbacks": sum(r.get("fallbacks", 0) for r in rows),
+        "wall_seconds": sum(float(r.get("wall_seconds", 0.0)) for r in rows),
     }
