@@ -57,6 +57,14 @@ def _add_game_args(p: argparse.ArgumentParser, with_out: bool = True,
     if with_out:
         p.add_argument("--out", default=None, help="output directory (default results/CMD-TIME)")
         p.add_argument("--resume", action="store_true", help="continue an interrupted run")
+        p.add_argument("--distributed", action="store_true",
+                       help="multi-process run via jax.distributed.initialize: each process "
+                       "plays every N-th game into OUT/process-K-of-N (see README)")
+        p.add_argument("--coordinator", default=None,
+                       help="with --distributed: HOST:PORT of process 0 (default: detected "
+                       "from the cluster environment or JAX_COORDINATOR_ADDRESS)")
+        p.add_argument("--num-processes", type=int, default=None)
+        p.add_argument("--process-id", type=int, default=None)
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
 
 
@@ -64,6 +72,28 @@ def _overrides(args) -> dict:
     """The RunConfig fields given on the command line."""
     fields = (flag[2:].replace("-", "_") for flag, _, _ in GAME_FLAGS)
     return {f: getattr(args, f) for f in fields if getattr(args, f, None) is not None}
+
+
+def _init_distributed(args) -> None:
+    """Join a multi-process run (before any JAX computation)."""
+    if not getattr(args, "distributed", False):
+        if any(getattr(args, f, None) is not None
+               for f in ("coordinator", "num_processes", "process_id")):
+            raise UsageError("--coordinator/--num-processes/--process-id need --distributed")
+        return
+    import jax
+    if not args.out:
+        raise UsageError("--distributed needs --out (a directory every process can reach)")
+    if args.num_processes is not None and args.num_processes < 1:
+        raise UsageError(f"--num-processes must be at least 1 (got {args.num_processes})")
+    if args.process_id is not None and not 0 <= args.process_id < (args.num_processes or 1 << 30):
+        raise UsageError(f"--process-id must lie in 0..{args.num_processes - 1} "
+                         f"(got {args.process_id})")
+    try:
+        jax.distributed.initialize(args.coordinator, args.num_processes, args.process_id)
+    except (RuntimeError, ValueError) as err:
+        raise UsageError(f"jax.distributed.initialize failed: {str(err).splitlines()[0]}") \
+            from None
 
 
 def _run_config(args):
@@ -76,6 +106,7 @@ def cmd_play(args) -> int:
     from bsjax.harness.progress import GameProgress
     cfg = _run_config(args)
     experiment.validate(cfg)
+    _init_distributed(args)
     out = Path(args.out) if args.out else experiment.default_out_dir("play")
     experiment.prepare_out_dir(out, cfg, args.resume)
     summary = experiment.run(cfg, out, resume=args.resume, progress=GameProgress())
@@ -91,15 +122,21 @@ def cmd_play(args) -> int:
 
 
 def _run_study(args, study, prefix: str) -> int:
+    import jax
+
     from bsjax.harness import experiment
     from bsjax.harness import study as study_lib
     from bsjax.harness.progress import GameProgress
     from bsjax.report import tables
     study_lib.validate(study)
+    _init_distributed(args)
     out = Path(args.out) if args.out else experiment.default_out_dir(prefix)
     study_lib.prepare(study, out, args.resume)
     summaries = study_lib.run(study, out, resume=args.resume,
                               progress_factory=lambda row_id: GameProgress(label=row_id))
+    if jax.process_index() != 0:  # process 0 writes the report
+        print(f"process {jax.process_index()}: done; `bsjax report {out}` once all have finished")
+        return 0
     report = tables.write(out)
     print(report["markdown"], end="")
     print(f"-> {out}  ({', '.join(Path(f).name for f in report['files'].values())})")

@@ -1,4 +1,4 @@
-"""Multi-device: a batch sharded over 4 virtual CPU devices plays exactly the one-device games."""
+"""Multi-device and multi-process runs play exactly the one-device games."""
 
 from __future__ import annotations
 
@@ -67,3 +67,42 @@ def test_devices_beyond_this_host_is_a_usage_error(tmp_path, capsys):
     assert code == 2
     assert "--devices must lie in" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_two_processes_play_the_one_process_games(tmp_path):
+    """`--distributed`: two processes joined by jax.distributed each play every other game into
+    OUT/process-K-of-2; the merged run equals a one-process run game for game."""
+    from bsjax.report import files, tables
+    bsjax = [sys.executable, "-m", "bsjax.cli"]
+    games = ["--boards", "B01,B04,B17", "--seeds", "1", "--particles", "32"]
+    port = _free_port()
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    procs = [subprocess.Popen([*bsjax, "play", *games, "--distributed", "--coordinator",
+                               f"127.0.0.1:{port}", "--num-processes", "2", "--process-id",
+                               str(k), "--out", str(tmp_path / "dist")], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for k in range(2)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-2000:]
+    single = subprocess.run([*bsjax, "play", *games, "--out", str(tmp_path / "single")],
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert single.returncode == 0, single.stderr[-2000:]
+    parts = files.run_parts(tmp_path / "dist")
+    assert [p.name for p in parts] == ["process-0-of-2", "process-1-of-2"]
+    assert [len(files.read_jsonl(p / "games.jsonl")) for p in parts] == [2, 1]
+
+    def results(run_dir):
+        rows = files.read_run_jsonl(run_dir, "games.jsonl")
+        return sorted((r["board"], r["seed"], r["shots"], r["hits"], r["questions"], r["f1"])
+                      for r in rows)
+    assert results(tmp_path / "dist") == results(tmp_path / "single")
+    merged = tables.table(tables.load(tmp_path / "dist"))[0]
+    assert merged["games"] == 3 and merged["status"] == "ok"

@@ -203,8 +203,25 @@ def default_out_dir(prefix: str) -> Path:
     return Path("results") / f"{prefix}-{stamp}"
 
 
+def local_out_dir(out: Path) -> Path:
+    """This process's run directory: `out` itself, or `out/process-K-of-N` in a multi-process
+    (`jax.distributed`) run, where each process plays every N-th game into its own directory
+    and reports read them back as one run."""
+    world = jax.process_count()
+    return out if world == 1 else out / f"process-{jax.process_index()}-of-{world}"
+
+
+def local_games(games: list[GameSpec]) -> list[GameSpec]:
+    """The games this process plays (all of them unless the run spans several processes)."""
+    return games[jax.process_index()::jax.process_count()]
+
+
 def prepare_out_dir(out: Path, cfg: RunConfig, resume: bool) -> list[dict]:
     """Check the run directory; return the rows already done (resume). Writes nothing."""
+    return _prepare_local_dir(local_out_dir(out), cfg, resume)
+
+
+def _prepare_local_dir(out: Path, cfg: RunConfig, resume: bool) -> list[dict]:
     run_json = out / "run.json"
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file, not a directory")
@@ -311,8 +328,9 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
     without losing or repeating games.
     """
     game_config, boards = validate(cfg)
-    games = game_list(boards, cfg.seeds)
-    done_rows = prepare_out_dir(out, cfg, resume)
+    games = local_games(game_list(boards, cfg.seeds))
+    out = local_out_dir(out)
+    done_rows = _prepare_local_dir(out, cfg, resume)
     done_keys = {(r["board"], r["seed"]) for r in done_rows}
     todo = [g for g in games if (g.board_id, g.seed_index) not in done_keys]
 

@@ -30,6 +30,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import jax
+
 from bsjax.harness import experiment
 from bsjax.harness.experiment import RunConfig, UsageError
 
@@ -251,8 +253,9 @@ def prepare(study: Study, out: Path, resume: bool) -> None:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file, not a directory")
     study_json = out / "study.json"
+    shared = jax.process_count() > 1  # other processes write beside this one
     if study_json.exists():
-        if not resume:
+        if not resume and not shared:
             raise UsageError(f"{out} already holds a study: pass --resume or choose another --out")
         try:
             previous = json.loads(study_json.read_text())
@@ -260,7 +263,7 @@ def prepare(study: Study, out: Path, resume: bool) -> None:
             raise UsageError(f"{study_json} is not valid JSON; cannot resume") from None
         if _identity(previous) != _identity(study.to_json()):
             raise UsageError(f"{out} holds a study with a different configuration; cannot resume")
-    elif out.exists() and any(out.iterdir()):
+    elif out.exists() and any(out.iterdir()) and not shared:
         raise UsageError(f"{out} exists and is not a bsjax study directory")
     for row in study.active_rows():
         experiment.prepare_out_dir(out / "runs" / row.id, row.config(study.base), resume)
@@ -278,7 +281,7 @@ def run(study: Study, out: Path, resume: bool = False, progress_factory=None) ->
     validate(study)
     prepare(study, out, resume)
     out.mkdir(parents=True, exist_ok=True)
-    if not (out / "study.json").exists():
+    if jax.process_index() == 0 and not (out / "study.json").exists():
         (out / "study.json").write_text(json.dumps(
             dict(study.to_json(), created=datetime.datetime.now().isoformat(timespec="seconds")),
             indent=2))

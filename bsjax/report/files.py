@@ -24,3 +24,28 @@ def read_jsonl(path: Path, stop_at_torn: bool = False) -> list[dict]:
             if stop_at_torn:
                 break
     return rows
+
+
+def run_parts(run_dir: Path) -> list[Path]:
+    """The directories holding a run's files: the run directory itself, or the per-process
+    directories (`process-K-of-N`) of a multi-process run, in process order."""
+    run_dir = Path(run_dir)
+    if (run_dir / "games.jsonl").exists() or (run_dir / "run.json").exists():
+        return [run_dir]
+    parts = [p for p in run_dir.glob("process-*-of-*") if p.is_dir()]
+    return sorted(parts, key=lambda p: int(p.name.split("-")[1]))
+
+
+def read_run_jsonl(run_dir: Path, name: str, stop_at_torn: bool = False) -> list[dict]:
+    """`name` (games.jsonl / events.jsonl) of a run, merged over its processes."""
+    return [row for part in run_parts(run_dir)
+            for row in read_jsonl(part / name, stop_at_torn)]
+
+
+def read_run_json(run_dir: Path) -> dict:
+    """run.json of a run; for a multi-process run, the first process's with `games` summed."""
+    parts = [json.loads((p / "run.json").read_text()) for p in run_parts(run_dir)
+             if (p / "run.json").is_file()]
+    if not parts:
+        return {}
+    return dict(parts[0], games=sum(p.get("games", 0) for p in parts))

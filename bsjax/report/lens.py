@@ -7,13 +7,12 @@ per-game calls and fallbacks), `compare` (per-board F1 deltas between two runs).
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
 
 from bsjax.report import stats
-from bsjax.report.files import read_jsonl
+from bsjax.report.files import read_run_json, read_run_jsonl, run_parts
 
 VIEWS = ("run", "game", "confidence", "llm", "compare")
 KIND_NAMES = ("coarse_roi_collapse", "late_diffuse_reprobe", "cluster_closeout_bias")
@@ -25,11 +24,11 @@ class LensError(ValueError):
 
 def load(run_dir: str) -> dict:
     root = Path(run_dir)
-    if not (root / "games.jsonl").is_file():
+    if not any((part / "games.jsonl").is_file() for part in run_parts(root)):
         raise LensError(f"{run_dir} is not a run directory (no games.jsonl)")
-    run_json = json.loads((root / "run.json").read_text()) if (root / "run.json").exists() else {}
-    return {"dir": str(root), "config": run_json.get("config", {}),
-            "games": read_jsonl(root / "games.jsonl"), "events": read_jsonl(root / "events.jsonl")}
+    return {"dir": str(root), "config": read_run_json(root).get("config", {}),
+            "games": read_run_jsonl(root, "games.jsonl"),
+            "events": read_run_jsonl(root, "events.jsonl")}
 
 
 def _board_f1(games) -> dict[str, float]:

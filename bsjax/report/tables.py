@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from bsjax.report import stats
-from bsjax.report.files import read_jsonl
+from bsjax.report.files import read_run_json, read_run_jsonl, run_parts
 
 
 class ReportError(ValueError):
@@ -48,20 +48,17 @@ def load(path: str | Path) -> dict:
         for row in study["rows"]:
             run_dir = root / "runs" / row["id"]
             config = dict(study["base"], **row["overrides"])
-            total = None
-            if (run_dir / "run.json").is_file():
-                total = json.loads((run_dir / "run.json").read_text()).get("games")
-            rows.append(dict(row, config=config, total=total,
-                             games=read_jsonl(run_dir / "games.jsonl", stop_at_torn=True)))
+            rows.append(dict(row, config=config, total=read_run_json(run_dir).get("games"),
+                             games=read_run_jsonl(run_dir, "games.jsonl", stop_at_torn=True)))
         return {"kind": study["kind"], "title": study.get("title", ""),
                 "protocol": study["base"]["protocol"], "param": study.get("param"),
                 "rows": rows}
-    if (root / "games.jsonl").is_file():
-        run = json.loads((root / "run.json").read_text()) if (root / "run.json").is_file() else {}
+    if any((part / "games.jsonl").is_file() for part in run_parts(root)):
+        run = read_run_json(root)
         config = run.get("config", {})
         row = {"id": root.name, "label": config.get("agent", root.name), "layer": "",
                "overrides": {}, "skipped": False, "config": config, "total": run.get("games"),
-               "games": read_jsonl(root / "games.jsonl", stop_at_torn=True)}
+               "games": read_run_jsonl(root, "games.jsonl", stop_at_torn=True)}
         return {"kind": "run", "title": f"bsjax run {root.name}",
                 "protocol": config.get("protocol", "paper"), "param": None, "rows": [row]}
     raise ReportError(f"{path} is neither a study (study.json) nor a run directory "
