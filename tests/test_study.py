@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -198,10 +199,28 @@ def test_report_of_a_directory_that_is_no_run(tmp_path, capsys):
 
 # --- the commands, end to end -------------------------------------------------------------------
 
-def test_paper_command_writes_the_table_and_figures(tmp_path, capsys):
-    out = tmp_path / "paper"
-    assert cli.main(["paper", *SMALL, "--out", str(out), "--json"]) == 0
-    result = _json_tail(capsys)
+@pytest.fixture(scope="module")
+def paper_run(tmp_path_factory):
+    """One small `bsjax paper` run shared by the tests below (each copies it before changing
+    it). Returns (directory, its --json result)."""
+    out = tmp_path_factory.mktemp("paper") / "paper"
+    code, stdout = _main_stdout(["paper", *SMALL, "--out", str(out), "--json"])
+    assert code == 0
+    return out, json.loads(stdout.strip().splitlines()[-1])
+
+
+def _main_stdout(argv) -> tuple[int, str]:
+    import contextlib
+    import io
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = cli.main(argv)
+    return code, buffer.getvalue()
+
+
+def test_paper_command_writes_the_table_and_figures(paper_run, tmp_path, capsys):
+    shutil.copytree(paper_run[0], tmp_path / "paper")
+    out, result = tmp_path / "paper", paper_run[1]
     rows = {r["id"]: r for r in result["rows"]}
     assert rows["B6"]["status"] == "skipped (--llm none)"
     for row_id in ("B1", "B2", "B3", "B4", "bayes"):
@@ -233,19 +252,16 @@ def test_paper_command_writes_the_table_and_figures(tmp_path, capsys):
     assert cli.main(["paper", *SMALL[:-2], "--llm", "local", "--out", str(out), "--resume"]) == 2
 
 
-def test_paper_resumes_an_interrupted_row(tmp_path, capsys):
+def test_paper_resumes_an_interrupted_row(paper_run, tmp_path):
+    shutil.copytree(paper_run[0], tmp_path / "paper")
     out = tmp_path / "paper"
-    assert cli.main(["paper", *SMALL, "--out", str(out)]) == 0
     reference = (out / "table.csv").read_text()
     # Interrupt: B3 lost its last game (torn line), B4 and bayes never ran.
     games = out / "runs" / "B3" / "games.jsonl"
     first = games.read_text().splitlines()[0]
     games.write_text(first + "\n" + '{"board": "B1')
     for row_id in ("B4", "bayes"):
-        for path in sorted((out / "runs" / row_id).iterdir()):
-            path.unlink()
-        (out / "runs" / row_id).rmdir()
-    capsys.readouterr()
+        shutil.rmtree(out / "runs" / row_id)
     assert cli.main(["paper", *SMALL, "--out", str(out), "--resume"]) == 0
 
     def results(csv_text):  # wall time differs between runs; results must not
