@@ -66,10 +66,10 @@ def bench(cfg: experiment.RunConfig, games: int, repeats: int = 1) -> dict:
         "devices": sharding.num_devices if sharding is not None else 1,
         "local_devices": jax.local_device_count(),
         "jax": jax.__version__, "x64": cfg.reference_rng,
-        "compile_seconds": round(runner.compile_seconds, 3), "seconds": round(seconds, 4),
-        "games_per_second": games / seconds, "turns": turn_steps,
+        "compile_seconds": round(runner.compile_seconds, 3), "seconds": round(seconds, 6),
+        "games_per_second": round(games / seconds, 4), "turns": turn_steps,
         "ms_per_turn": round(1000 * seconds / max(turn_steps, 1), 3),
-        "repeats": len(times), "all_seconds": [round(t, 4) for t in times],
+        "repeats": len(times), "all_seconds": [round(t, 6) for t in times],
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
 
