@@ -1,0 +1,306 @@
+"""GILP gate functions (spec/gilp.md §2.6, §4.5–§4.7): Jaccard, bands, ρ_eff, L_t, B_t, Û,
+discrepancy lines and the ablation behaviours, on hand-built cases."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bsjax.gilp import config as C
+from bsjax.gilp.planners import gate
+from bsjax.gilp.types import ancestor_closure_np
+
+
+def _mask(n, ids):
+    m = np.zeros(n, bool)
+    m[list(ids)] = True
+    return m
+
+
+# --- consistency -------------------------------------------------------------------------------
+
+def test_jaccard_both_empty_is_one():
+    assert float(gate.jaccard(np.zeros(6, bool), np.zeros(6, bool))) == 1.0
+
+
+@pytest.mark.parametrize("s, s_hat, expected", [
+    ({1}, {1}, 1.0), ({1}, set(), 0.0), (set(), {2}, 0.0), ({1, 2}, {2, 3}, 1 / 3),
+    ({1, 2, 3}, {1, 2, 3, 4}, 0.75), ({0, 5}, {1, 4}, 0.0)])
+def test_jaccard_values(s, s_hat, expected):
+    assert float(gate.jaccard(_mask(6, s), _mask(6, s_hat))) == pytest.approx(expected, abs=1e-6)
+
+
+def test_jaccard_batched_and_jitted():
+    s = np.stack([_mask(4, {0}), _mask(4, set()), _mask(4, {1, 2})])
+    s_hat = np.stack([_mask(4, {0, 1}), _mask(4, set()), _mask(4, {3})])
+    out = jax.jit(gate.jaccard)(s, s_hat)
+    np.testing.assert_allclose(np.asarray(out), [0.5, 1.0, 0.0])
+
+
+def test_band_boundaries_exact():
+    # 0.30 is the middle band (not corrected); 0.70 is accepted (not doubled).
+    cons = np.array([0.0, 0.29, 0.2999, 0.30, 0.5, 0.6999, 0.70, 0.71, 1.0])
+    np.testing.assert_array_equal(np.asarray(gate.band(cons)), [2, 2, 2, 1, 1, 1, 0, 0, 0])
+    assert int(gate.band(0.30, 0.30, 0.70)) == gate.MIDDLE
+    assert int(gate.band(0.70, 0.30, 0.70)) == gate.ACCEPT
+
+
+def test_band_boundaries_from_jaccard_ratios():
+    # 3/10 and 7/10 computed in float32 still land on the inclusive side of the boundary.
+    s = _mask(10, range(10))
+    assert int(gate.band(gate.jaccard(s, _mask(10, range(3))))) == gate.MIDDLE
+    assert int(gate.band(gate.jaccard(s, _mask(10, range(7))))) == gate.ACCEPT
+    assert int(gate.band(gate.jaccard(s, _mask(10, range(2))))) == gate.CORRECT
+
+
+def test_band_custom_taus():
+    assert int(gate.band(0.3, tau_low=0.35, tau_high=0.7)) == gate.CORRECT
+    assert int(gate.band(0.5, tau_low=0.2, tau_high=0.5)) == gate.ACCEPT
+
+
+def test_rho_eff_doubling_capped_at_one():
+    rho = np.array([0.0, 0.2, 0.4, 0.5, 0.6, 1.0], np.float32)
+    np.testing.assert_allclose(np.asarray(gate.rho_eff(rho, True)), [0, 0.4, 0.8, 1.0, 1.0, 1.0])
+    np.testing.assert_allclose(np.asarray(gate.rho_eff(rho, False)), rho)
+    mixed = gate.rho_eff(rho, rho > 0.3)
+    np.testing.assert_allclose(np.asarray(mixed), [0, 0.2, 0.8, 1.0, 1.0, 1.0])
+
+
+# --- low-risk subset ---------------------------------------------------------------------------
+
+def test_low_risk_subset_basic():
+    values = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3])
+    risks = np.array([0.9, 0.1, 0.65, 0.66, 0.2, 0.1, 0.0])
+    p_valid = np.array([1, 1, 1, 1, 0.49, 0.5, 1])
+    amask = np.ones(7, bool)
+    out = np.asarray(gate.low_risk_subset(values, risks, p_valid, amask, chosen=0))
+    # 0 is chosen, 3 too risky, 4 likely invalid; ρ̂ = 0.65 and p_valid = 0.5 are inclusive.
+    np.testing.assert_array_equal(np.flatnonzero(out), [1, 2, 5, 6])
+
+
+def test_low_risk_subset_top4_by_value_with_ties():
+    values = np.array([0.5, 0.7, 0.7, 0.1, 0.7, 0.9, 0.7, 0.2])
+    risks = np.zeros(8)
+    out = np.asarray(gate.low_risk_subset(values, risks, np.ones(8), np.ones(8, bool), chosen=5))
+    # 5 is excluded as the chosen action; ties at 0.7 keep the lower indices 1, 2, 4, 6.
+    np.testing.assert_array_equal(np.flatnonzero(out), [1, 2, 4, 6])
+
+
+def test_low_risk_subset_empty_cases():
+    values = np.array([0.3, 0.2, 0.1])
+    amask = np.ones(3, bool)
+    assert not np.asarray(gate.low_risk_subset(values, np.full(3, 0.9), np.ones(3), amask, 0)).any()
+    assert not np.asarray(gate.low_risk_subset(values, np.zeros(3), np.zeros(3), amask, 0)).any()
+    assert not np.asarray(gate.low_risk_subset(values, np.zeros(3), np.ones(3),
+                                               np.zeros(3, bool), 0)).any()
+    only_chosen = gate.low_risk_subset(values, np.array([0, 1, 1.0]), np.ones(3), amask, 0)
+    assert not np.asarray(only_chosen).any()
+
+
+def test_low_risk_subset_respects_mask_and_threshold():
+    values = np.array([0.1, 0.9, 0.8, 0.7])
+    risks = np.array([0.0, 0.5, 0.5, 0.5])
+    amask = np.array([1, 0, 1, 1], bool)
+    out = np.asarray(gate.low_risk_subset(values, risks, np.ones(4), amask, chosen=-1, rho_th=0.4))
+    np.testing.assert_array_equal(np.flatnonzero(out), [0])
+    out = np.asarray(gate.low_risk_subset(values, risks, np.ones(4), amask, chosen=-1, k=2))
+    np.testing.assert_array_equal(np.flatnonzero(out), [2, 3])
+
+
+# --- skeleton rows -----------------------------------------------------------------------------
+
+def test_skeleton_rows_order_and_dedup():
+    values = np.array([0.1, 0.9, 0.3, 0.8, 0.5, 0.2, 0.7, 0.0, 0.6])
+    risks = np.array([0.2, 0.95, 0.3, 0.1, 0.7, 0.8, 0.0, 0.9, 0.4])
+    rows = np.asarray(gate.skeleton_rows(values, risks, np.ones(9, bool), k=4))
+    # value top-4: 1 (0.9), 3 (0.8), 6 (0.7), 8 (0.6); risk top-4: 1, 7, 5, 4 -> 1 is a duplicate.
+    np.testing.assert_array_equal(rows, [1, 3, 6, 8, 7, 5, 4, -1])
+    assert rows.dtype == np.int32
+
+
+def test_skeleton_rows_full_overlap_and_padding():
+    values = np.array([0.4, 0.3, 0.2, 0.1, 0.0])
+    risks = np.array([0.9, 0.8, 0.7, 0.6, 0.0])
+    rows = np.asarray(gate.skeleton_rows(values, risks, np.ones(5, bool)))
+    # The risk top-4 are the value top-4: B_t has 4 rows, slot 4 is in neither ranking.
+    np.testing.assert_array_equal(rows, [0, 1, 2, 3, -1, -1, -1, -1])
+    rows = np.asarray(gate.skeleton_rows(values[:2], risks[:2], np.ones(2, bool)))
+    np.testing.assert_array_equal(rows, [0, 1, -1, -1, -1, -1, -1, -1])
+
+
+def test_skeleton_rows_ties_and_mask():
+    values = np.array([0.5, 0.5, 0.5, 0.5, 0.5, 0.9])
+    risks = np.array([0.1, 0.1, 0.3, 0.3, 0.3, 0.3])
+    amask = np.array([1, 1, 1, 1, 1, 0], bool)  # slot 5 is padding
+    rows = np.asarray(gate.skeleton_rows(values, risks, amask, k=2))
+    np.testing.assert_array_equal(rows, [0, 1, 2, 3])
+    assert not np.asarray(gate.skeleton_rows(values, risks, np.zeros(6, bool), k=2) >= 0).any()
+
+
+def test_skeleton_rows_jit_vmap_and_mask():
+    key = jax.random.key(0)
+    kv, kr = jax.random.split(key)
+    values = jax.random.uniform(kv, (5, C.A_MAX))
+    risks = jax.random.uniform(kr, (5, C.A_MAX))
+    amask = jnp.arange(C.A_MAX)[None, :] < jnp.array([3, 10, 40, 96, 0])[:, None]
+    rows = jax.jit(jax.vmap(gate.skeleton_rows))(values, risks, amask)
+    assert rows.shape == (5, 8)
+    for b in range(5):
+        got = np.asarray(rows[b])
+        m = np.asarray(amask[b])
+        v, r = np.where(m, np.asarray(values[b]), -np.inf), np.where(m, np.asarray(risks[b]), -np.inf)
+        top_v = [int(i) for i in np.argsort(-v, kind="stable")[:4] if m[i]]
+        top_r = [int(i) for i in np.argsort(-r, kind="stable")[:4] if m[i] and i not in top_v]
+        expected = top_v + top_r
+        np.testing.assert_array_equal(got, expected + [-1] * (8 - len(expected)))
+        mask = np.asarray(gate.skeleton_mask(got, C.A_MAX))
+        np.testing.assert_array_equal(np.flatnonzero(mask), sorted(expected))
+
+
+# --- affected entities -------------------------------------------------------------------------
+
+def _app_a3_graph():
+    """App. A.3-like: 3 -> 7 (goal 7), 2 -> 4, 2 -> 6; 5 is a leaf outside the goal's ancestry;
+    slot 9 is padding."""
+    n = 10
+    etype = np.full((n, n), -1, np.int8)
+    for u, v in [(1, 3), (3, 7), (2, 4), (2, 6), (0, 5)]:
+        etype[u, v] = C.DEPENDS_ON
+    nmask = np.arange(n) < 9
+    goal = np.zeros(n, bool)
+    goal[7] = True
+    return etype, goal, ancestor_closure_np(etype, nmask), nmask
+
+
+def test_affected_entities_app_a3():
+    etype, goal, anc, nmask = _app_a3_graph()
+    dirs = np.zeros((3, 10), np.int8)
+    dirs[0, 3] = 1   # execute(node_3): pending -> completed
+    dirs[1, 5] = 1   # skip(node_5): pending -> skipped
+    dirs[2, 2] = 1   # retry(node_2): failed -> active
+    nodes, flag = gate.affected_entities(dirs, etype, goal, anc, nmask)
+    nodes, flag = np.asarray(nodes), np.asarray(flag)
+    assert [list(np.flatnonzero(row)) for row in nodes] == [[3, 7], [5], [2, 4, 6]]
+    np.testing.assert_array_equal(flag, [True, False, False])
+
+
+def test_affected_entities_goal_node_itself_and_padding():
+    etype, goal, anc, nmask = _app_a3_graph()
+    dirs = np.zeros(10, np.int8)
+    dirs[7] = -1
+    dirs[9] = 1  # a padded node never counts
+    nodes, flag = gate.affected_entities(dirs, etype, goal, anc, nmask)
+    assert list(np.flatnonzero(np.asarray(nodes))) == [7] and bool(flag)
+    nodes, flag = gate.affected_entities(np.zeros(10, np.int8), etype, goal, anc, nmask)
+    assert not np.asarray(nodes).any() and not bool(flag)
+
+
+def test_affected_entities_ancestor_without_anc_diagonal():
+    # Goal ancestry through `anc` (node 1 is an ancestor of goal 7 via 3); the goal test also
+    # holds when anc lacks its diagonal.
+    etype, goal, anc, nmask = _app_a3_graph()
+    dirs = np.zeros(10, np.int8)
+    dirs[1] = 1
+    _, flag = gate.affected_entities(dirs, etype, goal, anc, nmask)
+    assert bool(flag)
+    dirs = np.zeros(10, np.int8)
+    dirs[7] = 1
+    _, flag = gate.affected_entities(dirs, etype, goal, anc & ~np.eye(10, dtype=bool), nmask)
+    assert bool(flag)
+
+
+def test_affected_entities_bipartite_resource():
+    # ResourceAlloc: anc is the diagonal; assign(r0, j3) touches r0 and j3, and r0's out-edges
+    # reach every job it serves.
+    n = 6
+    etype = np.full((n, n), -1, np.int8)
+    etype[0, 2] = C.ASSIGNED
+    etype[0, 3] = C.CAN_SERVE
+    etype[1, 4] = C.CAN_SERVE
+    nmask = np.arange(n) < 5
+    goal = _mask(n, {3, 4})
+    anc = ancestor_closure_np(etype, nmask)
+    dirs = np.zeros(n, np.int8)
+    dirs[[0, 3]] = 1
+    nodes, flag = gate.affected_entities(dirs, etype, goal, anc, nmask)
+    assert list(np.flatnonzero(np.asarray(nodes))) == [0, 2, 3] and bool(flag)
+
+
+# --- discrepancies -----------------------------------------------------------------------------
+
+def test_discrepancies_lines():
+    current = np.array([0, 0, 3, 0, 0])
+    backbone = np.array([0, 1, 1, 0, 0])        # backbone: node 1 -> active, node 2 -> active
+    imagined = np.array([0, 2, 1, 2, 0])        # agent: node 1 -> completed, 2 -> active, 3 -> completed
+    s = imagined != current
+    s_hat = backbone != current
+    assert gate.discrepancies(imagined, backbone, s, s_hat) == [
+        "Node 1: backbone predicts active but you imagined completed.",
+        "Node 3: backbone predicts pending but you imagined completed."]
+    # A node the backbone changes but the agent leaves alone; an `unknown` claim.
+    imagined = np.array([0, 5, 3, 0, 0])
+    s = np.array([0, 1, 0, 0, 0], bool)
+    assert gate.discrepancies(imagined, backbone, s, s_hat) == [
+        "Node 1: backbone predicts active but you imagined unknown.",
+        "Node 2: backbone predicts active but you imagined failed."]
+    assert gate.discrepancies(backbone, backbone, s_hat, s_hat) == []
+
+
+# --- ablations ---------------------------------------------------------------------------------
+
+def _decide(name, cons, used=0):
+    issue, double = gate.gate_decision(gate.ABLATIONS[name], cons, used)
+    return bool(issue), bool(double)
+
+
+@pytest.mark.parametrize("name, cons, used, expected", [
+    # GILP: correct below 0.30 while budget is left; double in the middle band or when the budget
+    # went to a parse re-prompt.
+    ("GILP", 0.0, 0, (True, False)), ("GILP", 0.29, 0, (True, False)),
+    ("GILP", 0.30, 0, (False, True)), ("GILP", 0.69, 0, (False, True)),
+    ("GILP", 0.70, 0, (False, False)), ("GILP", 1.0, 0, (False, False)),
+    ("GILP", 0.1, 1, (False, True)), ("GILP", 0.5, 1, (False, True)), ("GILP", 0.9, 1, (False, False)),
+    # NoCorrGate: never corrects, never doubles.
+    ("GILP-NoCorrGate", 0.0, 0, (False, False)), ("GILP-NoCorrGate", 0.5, 0, (False, False)),
+    ("GILP-NoCorrGate", 1.0, 0, (False, False)),
+    # NoRiskGate: the same Phase 3 as GILP (doubling is logged; Phase 4 is off).
+    ("GILP-NoRiskGate", 0.1, 0, (True, False)), ("GILP-NoRiskGate", 0.5, 0, (False, True)),
+    ("GILP-NoRiskGate", 0.8, 0, (False, False)),
+    # tau0: always corrects (doubling only after the correction) unless the budget is spent.
+    ("GILP-tau0", 0.0, 0, (True, False)), ("GILP-tau0", 0.5, 0, (True, False)),
+    ("GILP-tau0", 1.0, 0, (True, False)), ("GILP-tau0", 0.5, 1, (False, True)),
+    ("GILP-tau0", 1.0, 1, (False, False)),
+    # tau1: never corrects; doubles whenever cons < 0.70.
+    ("GILP-tau1", 0.0, 0, (False, True)), ("GILP-tau1", 0.29, 0, (False, True)),
+    ("GILP-tau1", 0.5, 0, (False, True)), ("GILP-tau1", 0.70, 0, (False, False)),
+])
+def test_ablation_behaviours(name, cons, used, expected):
+    assert _decide(name, cons, used) == expected
+
+
+def test_ablation_flags_and_after_correction():
+    assert not gate.ABLATIONS["GILP-NoRiskGate"].risk_gate
+    assert all(gate.ABLATIONS[m].risk_gate for m in ("GILP", "GILP-NoCorrGate", "GILP-tau0",
+                                                      "GILP-tau1"))
+    for name in ("GILP", "GILP-NoRiskGate", "GILP-tau0"):
+        flags = gate.ABLATIONS[name]
+        assert bool(gate.after_correction(flags, 0.69)) and bool(gate.after_correction(flags, 0.0))
+        assert not bool(gate.after_correction(flags, 0.70))
+    assert not bool(gate.after_correction(gate.ABLATIONS["GILP-NoCorrGate"], 0.0))
+    with pytest.raises(ValueError):
+        gate.GateFlags("x", correct="sometimes")
+    hash(gate.ABLATIONS["GILP"])  # frozen and hashable: usable as a static jit argument
+
+
+def test_gate_decision_vmaps_and_sweeps_tau_low():
+    cons = jnp.array([0.1, 0.3, 0.35, 0.8])
+    issue, double = jax.vmap(lambda c: gate.gate_decision(gate.ABLATIONS["GILP"], c, 0,
+                                                          tau_low=0.40))(cons)
+    np.testing.assert_array_equal(np.asarray(issue), [True, True, True, False])
+    np.testing.assert_array_equal(np.asarray(double), [False, False, False, False])
+    config = C.GilpConfig()
+    issue, double = gate.gate_decision(gate.ABLATIONS["GILP"], 0.25, 0, config.max_corrections,
+                                       config.tau_low, config.tau_high)
+    assert bool(issue) and not bool(double)
