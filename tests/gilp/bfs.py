@@ -36,10 +36,10 @@ def bfs_distance(bench: common.Bench, g: Graph, limit: int = 40) -> int:
     for depth in range(limit + 1):
         next_frontier = []
         for graph in frontier:
-            nexts, amask, done = successors(graph)
+            # One host transfer per expanded state: slicing device arrays per child is ~25x slower.
+            nexts, amask, done = jax.device_get(successors(graph))
             if bool(done):
                 return depth
-            amask = np.asarray(amask)
             for index in np.flatnonzero(amask):
                 child = jax.tree_util.tree_map(lambda x: x[index], nexts)
                 key = _state_key(child)
