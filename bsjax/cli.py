@@ -1,4 +1,4 @@
-"""The `bsjax` command: play, paper, sweep, report, boards, bench, h2h, lens, serve-ollama.
+"""The `bsjax` command: play, paper, sweep, report, boards, bench, h2h, lens, serve-ollama, gilp.
 
 Bad input gives one line on stderr and exit code 2, before anything is written. With `--json` the
 last stdout line is one JSON object. Progress goes to stderr.
@@ -318,6 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=11435)
     serve.set_defaults(func=cmd_serve_ollama)
+    from bsjax.gilp.cli import add_parser as add_gilp_parser
+    add_gilp_parser(sub)
     return parser
 
 

@@ -1,0 +1,159 @@
+"""`bsjax gilp ...`: the graph-planning domain's commands (spec/gilp.md §7, §8).
+
+Bad input gives one line on stderr and exit code 2 before anything is written; `--json` prints
+one JSON object as the last stdout line; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from bsjax.gilp import config as C
+from bsjax.harness.experiment import UsageError
+from bsjax.harness.progress import GameProgress
+
+DEFAULT_WORK = Path("results/gilp")
+DEFAULT_TASK_DIR = DEFAULT_WORK / "tasks"
+
+
+def parse_benchmarks(text: str) -> list[str]:
+    """`all` or a comma list of benchmark names, validated."""
+    names = list(C.BENCHMARKS) if text == "all" else [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [n for n in names if n not in C.BENCHMARKS]
+    if unknown or not names:
+        raise UsageError(f"unknown benchmark {', '.join(unknown) or text!r} "
+                         f"(choose from all, {', '.join(C.BENCHMARKS)})")
+    return names
+
+
+def parse_splits(text: str) -> list[str]:
+    """`all` or a comma list of split names, validated."""
+    from bsjax.gilp.generate import SPLITS
+    names = list(SPLITS) if text == "all" else [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [n for n in names if n not in SPLITS]
+    if unknown or not names:
+        raise UsageError(f"unknown split {', '.join(unknown) or text!r} "
+                         f"(choose from all, {', '.join(SPLITS)})")
+    return names
+
+
+def cmd_generate(args) -> int:
+    """Generate (or, with --resume, complete) the task splits as checksummed .npz files."""
+    from bsjax.gilp import generate
+    benches, splits = parse_benchmarks(args.bench), parse_splits(args.splits)
+    if args.count is not None and args.count < 1:
+        raise UsageError(f"--count must be at least 1 (got {args.count})")
+    out = Path(args.out)
+    if out.exists() and not args.resume and any(out.glob("*.npz")):
+        raise UsageError(f"{out} already holds task files (use --resume to keep them or a new --out)")
+    jobs = [(b, s) for b in benches for s in splits]
+    sizes = {(b, s): args.count or C.SPLIT_SIZES[s] for b, s in jobs}
+    progress = GameProgress("tasks")
+    progress.start(sum(sizes.values()))
+    done, written, start = 0, {}, time.perf_counter()
+    for bench, split in jobs:
+        path = out / f"{bench}_{split}.npz"
+        if args.resume and path.exists():
+            try:
+                _, manifest = generate.load_split(path)
+                if manifest["count"] == sizes[(bench, split)]:
+                    done += sizes[(bench, split)]
+                    written[f"{bench}/{split}"] = manifest["sha256"]
+                    progress.update(done)
+                    continue
+            except generate.TaskFileError:
+                pass  # regenerate a damaged file
+
+        def tick():
+            nonlocal done
+            done += 1
+            progress.update(done)
+        arrays, manifest = generate.generate_split(bench, split, sizes[(bench, split)], tick)
+        generate.save_split(out, arrays, manifest)
+        written[f"{bench}/{split}"] = manifest["sha256"]
+    progress.stop()
+    summary = {"out": str(out), "splits": written, "tasks": done,
+               "seconds": round(time.perf_counter() - start, 2)}
+    print(json.dumps(summary) if args.json else
+          f"{done} tasks in {summary['seconds']} s -> {out}")
+    return 0
+
+
+def parse_backbones(text: str) -> list[str]:
+    """`all` or a comma list of backbone names (case-insensitive), validated."""
+    from bsjax.gilp.backbones import BACKBONE_NAMES, canonical_name
+    if text == "all":
+        return list(BACKBONE_NAMES)
+    try:
+        return [canonical_name(s.strip()) for s in text.split(",") if s.strip()]
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def _profile(name: str):
+    from bsjax.gilp import pipeline
+    try:
+        return pipeline.get_profile(name)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def cmd_train(args) -> int:
+    """Train backbones (per benchmark × architecture) and measure them on held-out transitions."""
+    import sys
+
+    from bsjax.gilp import pipeline
+    benches, backbones = parse_benchmarks(args.bench), parse_backbones(args.backbone)
+    profile = _profile(args.profile)
+    if args.seed < 0:
+        raise UsageError(f"--seed must be non-negative (got {args.seed})")
+    work, rows, start = Path(args.work), [], time.perf_counter()
+    for bench in benches:
+        for backbone in backbones:
+            print(f"[{bench} / {backbone} / {profile.name}]", file=sys.stderr)
+            rows.append(pipeline.train(work, bench, backbone, profile, args.seed,
+                                       log=lambda line: print("  " + line, file=sys.stderr)))
+    table = {f"{r['bench']}/{r['backbone']}": {
+        "params": r["params"], "trans_acc": r["metrics"]["pooled"]["trans_acc"],
+        "delta_acc": r["metrics"]["pooled"]["delta_acc_all"],
+        "delta_acc_changed": r["metrics"]["pooled"]["delta_acc_changed"],
+        "valid_acc": r["metrics"]["pooled"]["valid_acc"], "train_seconds": r["train_seconds"],
+        "steps_per_second": r["steps_per_second"]} for r in rows}
+    if args.json:
+        print(json.dumps({"backbones": table, "seconds": round(time.perf_counter() - start, 2)}))
+    else:
+        print(f"{'benchmark/backbone':28} {'params':>7} {'TransAcc':>8} {'DeltaAcc':>8} "
+              f"{'ValidAcc':>8} {'train s':>8}")
+        for name, r in table.items():
+            print(f"{name:28} {r['params']:>7} {r['trans_acc']:>8.3f} {r['delta_acc']:>8.3f} "
+                  f"{r['valid_acc']:>8.3f} {r['train_seconds']:>8.1f}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    """Register `bsjax gilp` and its subcommands on the top-level subparsers."""
+    gilp = sub.add_parser("gilp", help="graph planning with trained world models (GILP)")
+    gsub = gilp.add_subparsers(dest="gilp_command", required=True, parser_class=type(gilp))
+    gen = gsub.add_parser("generate", help="generate the benchmark task splits (.npz + manifest)")
+    gen.add_argument("--bench", default="all", help="all, or e.g. taskgraph,toolchain")
+    gen.add_argument("--splits", default="all", help="all, or e.g. train,val,test_id,test_ood")
+    gen.add_argument("--count", type=int, default=None,
+                     help="tasks per split (default: the spec's 500/100/60/40)")
+    gen.add_argument("--out", default=str(DEFAULT_TASK_DIR), help="task directory")
+    gen.add_argument("--resume", action="store_true", help="keep splits already written")
+    gen.add_argument("--json", action="store_true")
+    gen.set_defaults(func=cmd_generate)
+    tr = gsub.add_parser("train", help="train backbones and measure them on held-out transitions")
+    tr.add_argument("--bench", default="all", help="all, or e.g. taskgraph,toolchain")
+    tr.add_argument("--backbone", default="MPNN", help="all, or e.g. MLP,MPNN (default MPNN)")
+    tr.add_argument("--profile", default="quick", help="smoke | quick | paper (default quick)")
+    tr.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    tr.add_argument("--work", default=str(DEFAULT_WORK), help="GILP work directory")
+    tr.add_argument("--json", action="store_true")
+    tr.set_defaults(func=cmd_train)
+
+
+__all__ = ["add_parser", "cmd_generate", "cmd_train", "parse_benchmarks", "parse_backbones",
+           "parse_splits"]

@@ -1,0 +1,169 @@
+"""The GILP work directory: tasks, labelled transitions and trained backbones, each made once and
+reused (spec/gilp.md §2.7, §3.5, §3.6).
+
+Layout under a work directory `WORK`:
+
+    WORK/tasks/BENCH_SPLIT.npz (+ .json)        generated splits (checksummed manifests)
+    WORK/data/BENCH_SPLIT_P.npz                 labelled transitions of a split (profile P)
+    WORK/backbones/BENCH_NAME_sS_P.eqx (+ .json) trained checkpoints with sidecars
+    WORK/backbones/BENCH_NAME_sS_P.metrics.json  §3.6 metrics on held-out test transitions
+
+Every artefact is written atomically (temporary name, then rename), so an interrupted run leaves
+only whole files and a rerun picks up where it stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bsjax.gilp import dataset_format as D
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """How much data and training a run uses.
+
+    Attributes:
+      name: profile name.
+      train_tasks, val_tasks: tasks of the train / val splits used for backbone data.
+      test_tasks: (ID, OOD) test tasks used for held-out backbone metrics and evaluation.
+      epochs: training epochs.
+      seeds: episode seeds per task in evaluations.
+    """
+
+    name: str
+    train_tasks: int
+    val_tasks: int
+    test_tasks: tuple[int, int]
+    epochs: int
+    seeds: int
+
+
+PROFILES = {
+    "smoke": Profile("smoke", 20, 10, (6, 4), 2, 2),
+    "quick": Profile("quick", 100, 30, (30, 20), 6, 2),
+    "paper": Profile("paper", 500, 100, (60, 40), 50, 8),
+}
+
+
+def get_profile(name: str) -> Profile:
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r} (choose from {', '.join(PROFILES)})")
+    return PROFILES[name]
+
+
+def _atomic_savez(path: Path, arrays: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez_compressed(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def _atomic_json(path: Path, data) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def tasks(work: Path, bench: str, split: str, count: int) -> dict[str, np.ndarray]:
+    """The first `count` tasks of a split, generating (and saving) the split when missing or
+    too short. Tasks are deterministic per index, so a longer split extends a shorter one."""
+    from bsjax.gilp import generate
+    path = Path(work) / "tasks" / f"{bench}_{split}.npz"
+    if path.exists():
+        arrays, manifest = generate.load_split(path)
+        if manifest["count"] >= count:
+            return {name: value[:count] for name, value in arrays.items()}
+    arrays, manifest = generate.generate_split(bench, split, count)
+    generate.save_split(path.parent, arrays, manifest)
+    return arrays
+
+
+def labelled(work: Path, bench: str, split: str, profile: Profile, count: int,
+             seed: int = 0) -> dict[str, np.ndarray]:
+    """Labelled transitions from the first `count` tasks of a split (built once, then loaded)."""
+    from bsjax.gilp import dataset
+    from bsjax.gilp.envs import registry
+    path = Path(work) / "data" / f"{bench}_{split}_{profile.name}.npz"
+    if path.exists():
+        return D.load_npz(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = dataset.build(registry.get(bench), tasks(work, bench, split, count), seed=seed)
+    _atomic_savez(path, data)
+    return data
+
+
+def checkpoint_path(work: Path, bench: str, backbone: str, seed: int, profile: Profile) -> Path:
+    return Path(work) / "backbones" / f"{bench}_{backbone}_s{seed}_{profile.name}.eqx"
+
+
+def test_transitions(work: Path, bench: str, profile: Profile) -> dict[str, dict[str, np.ndarray]]:
+    """Held-out labelled transitions of the test splits, `{"id": ..., "ood": ...}`."""
+    n_id, n_ood = profile.test_tasks
+    return {"id": labelled(work, bench, "test_id", profile, n_id, seed=1),
+            "ood": labelled(work, bench, "test_ood", profile, n_ood, seed=1)}
+
+
+def train(work: Path, bench: str, backbone: str, profile: Profile, seed: int = 0,
+          log=None) -> dict:
+    """Train (or load) one backbone and measure it; returns its summary row.
+
+    The summary holds the backbone name, benchmark, params, training seconds and steps/s, the
+    final losses, and the §3.6 metrics on held-out test transitions (ID, OOD, pooled).
+    """
+    from bsjax.gilp import backbone_metrics, dataset, train as train_lib
+    from bsjax.gilp.backbones import canonical_name
+    from bsjax.gilp.envs import registry
+    backbone = canonical_name(backbone)
+    path = checkpoint_path(work, bench, backbone, seed, profile)
+    summary_path = path.with_suffix(".metrics.json")
+    if path.exists() and summary_path.exists():
+        return json.loads(summary_path.read_text())
+    bench_rules = registry.get(bench)
+    train_data = labelled(work, bench, "train", profile, profile.train_tasks)
+    val_data = labelled(work, bench, "val", profile, profile.val_tasks)
+    windows = dataset.windows(train_data) if backbone == "ErrorAware" else None
+    config = train_lib.TrainConfig(epochs=profile.epochs, seed=seed)
+    start = time.perf_counter()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model, history = train_lib.train_backbone(
+        backbone, bench, train_data, val_data, config=config, windows=windows,
+        decode=bench_rules.decode, path=path, log=log)
+    seconds = time.perf_counter() - start
+    steps = sum(epoch["steps"] for epoch in history)
+    held_out = test_transitions(work, bench, profile)
+    metrics = {split: backbone_metrics.backbone_metrics(model, data, bench_rules.decode)
+               for split, data in held_out.items()}
+    pooled = {name: np.concatenate([held_out["id"][name], held_out["ood"][name]])
+              for name in held_out["id"]}
+    metrics["pooled"] = backbone_metrics.backbone_metrics(model, pooled, bench_rules.decode)
+    summary = {"bench": bench, "backbone": backbone, "seed": seed, "profile": profile.name,
+               "params": metrics["pooled"]["params"], "train_samples": len(train_data["action"]),
+               "epochs": profile.epochs, "steps": steps, "train_seconds": round(seconds, 2),
+               "steps_per_second": round(steps / max(seconds, 1e-9), 2),
+               "final_train_loss": history[-1]["train_loss"],
+               "final_val_loss": history[-1]["val_loss"], "history": history,
+               "metrics": metrics, "checkpoint": str(path)}
+    _atomic_json(summary_path, summary)
+    return summary
+
+
+def load_backbone(work: Path, bench: str, backbone: str, profile: Profile, seed: int = 0):
+    """A trained checkpoint; a clear error when it has not been trained."""
+    from bsjax.gilp import train as train_lib
+    from bsjax.gilp.backbones import canonical_name
+    path = checkpoint_path(work, bench, canonical_name(backbone), seed, profile)
+    if not path.exists():
+        raise FileNotFoundError(f"missing checkpoint {path} (run bsjax gilp train --bench {bench} "
+                                f"--backbone {backbone} --profile {profile.name} first)")
+    model, _ = train_lib.load_checkpoint(path)
+    return model
+
+
+__all__ = ["PROFILES", "Profile", "get_profile", "tasks", "labelled", "train",
+           "load_backbone", "checkpoint_path", "test_transitions"]
