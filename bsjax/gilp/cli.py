@@ -132,6 +132,77 @@ def cmd_train(args) -> int:
     return 0
 
 
+def parse_methods(text: str) -> list[str]:
+    """`all` (the 13 methods and the Oracle row) or a comma list of method names, validated."""
+    from bsjax.gilp.methods import METHOD_NAMES, get_method
+    if text == "all":
+        return [*METHOD_NAMES, "Oracle"]
+    try:
+        return [get_method(s.strip()).name for s in text.split(",") if s.strip()]
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def cmd_run(args) -> int:
+    """Evaluate methods on the test splits with the behavioural simulator / parametric planners."""
+    import sys
+
+    from bsjax.harness import gilp as harness
+    benches, methods = parse_benchmarks(args.bench), parse_methods(args.methods)
+    backbone = parse_backbones(args.backbone)
+    if len(backbone) != 1:
+        raise UsageError("--backbone takes one backbone for a run")
+    profile = _profile(args.profile)
+    if args.seeds is not None and args.seeds < 1:
+        raise UsageError(f"--seeds must be at least 1 (got {args.seeds})")
+    out = Path(args.out) if args.out else Path("results") / f"gilp-run-{time.strftime('%Y%m%d-%H%M%S')}"
+    if out.exists() and any(out.iterdir()) and not args.resume:
+        raise UsageError(f"{out} is not empty (use --resume to continue it, or a new --out)")
+    params = None
+    if args.params:
+        from bsjax.gilp.sim.params import load_params
+        try:
+            params = load_params(args.params)
+        except (OSError, ValueError, KeyError) as err:
+            raise UsageError(f"bad simulator parameter file {args.params}: {err}") from None
+    try:
+        summary = harness.run(out, Path(args.work), methods, benches, profile, backbone[0],
+                              args.seeds, args.run_seed, params, args.resume,
+                              progress=lambda line: print(line, file=sys.stderr))
+    except (FileNotFoundError, ValueError) as err:
+        raise UsageError(str(err)) from None
+    _print_summary(summary, out, args.json)
+    return 0
+
+
+def _print_summary(summary: dict, out: Path, as_json: bool) -> None:
+    # The issue's JSON names -> summary keys.
+    keys = {"sr": "sr", "sr_ci": "sr_ci", "sr_h10": "sr_h10", "hsr": "hsr", "hsr_draft": "hsr_draft",
+            "iar": "iar", "pd": "pd", "rwf": "rwf", "calls_per_step": "calls_step",
+            "tok_task": "tok_task", "episodes": "episodes"}
+    pooled = summary["pooled"]
+    methods = {m: {name: pooled[m].get(key) for name, key in keys.items()} for m in pooled}
+    if as_json:
+        print(json.dumps({"out": str(out), "methods": methods}, default=float))
+        return
+    print((out / "table_1.md").read_text())
+    print(f"-> {out}")
+
+
+def cmd_report(args) -> int:
+    """Rebuild summary.json and the tables of a GILP run from its event files."""
+    from bsjax.harness import gilp as harness
+    out = Path(args.run_dir)
+    if not (out / "events").is_dir():
+        raise UsageError(f"{out} is not a GILP run directory (no events/)")
+    try:
+        summary = harness.report(out)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    _print_summary(summary, out, args.json)
+    return 0
+
+
 def add_parser(sub) -> None:
     """Register `bsjax gilp` and its subcommands on the top-level subparsers."""
     gilp = sub.add_parser("gilp", help="graph planning with trained world models (GILP)")
@@ -153,6 +224,23 @@ def add_parser(sub) -> None:
     tr.add_argument("--work", default=str(DEFAULT_WORK), help="GILP work directory")
     tr.add_argument("--json", action="store_true")
     tr.set_defaults(func=cmd_train)
+    rn = gsub.add_parser("run", help="evaluate methods on the test splits (simulated agent)")
+    rn.add_argument("--methods", default="all", help="all, or e.g. Agent-Replan,GILP")
+    rn.add_argument("--bench", default="all", help="all, or e.g. taskgraph,toolchain")
+    rn.add_argument("--backbone", default="MPNN", help="the trained backbone (default MPNN)")
+    rn.add_argument("--profile", default="quick", help="smoke | quick | paper (default quick)")
+    rn.add_argument("--seeds", type=int, default=None, help="seeds per task (default: profile)")
+    rn.add_argument("--run-seed", type=int, default=0, help="root key of the run (default 0)")
+    rn.add_argument("--params", default=None, help="simulator parameters (gilp_sim_params.json)")
+    rn.add_argument("--work", default=str(DEFAULT_WORK), help="GILP work directory")
+    rn.add_argument("--out", default=None, help="run directory (default results/gilp-run-TIME)")
+    rn.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    rn.add_argument("--json", action="store_true")
+    rn.set_defaults(func=cmd_run)
+    rp = gsub.add_parser("report", help="rebuild the tables of a GILP run from its events")
+    rp.add_argument("run_dir")
+    rp.add_argument("--json", action="store_true")
+    rp.set_defaults(func=cmd_report)
 
 
 __all__ = ["add_parser", "cmd_generate", "cmd_train", "parse_benchmarks", "parse_backbones",

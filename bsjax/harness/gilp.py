@@ -1,0 +1,149 @@
+"""The GILP evaluation driver: methods × benchmarks × test splits → event files → tables
+(spec/gilp.md §4.1, §6, §7).
+
+A run directory holds:
+
+    OUT/run.json                              the configuration (profile, backbone, seeds, methods)
+    OUT/events/METHOD__BENCH__SPLIT.jsonl      per-step event rows of one unit (written whole)
+    OUT/summary.json                          metrics per method (pooled) and per benchmark/split
+    OUT/table_N.md, OUT/table_N.csv           the spec's tables, rebuilt from the events alone
+
+A unit (one method on one benchmark's split) is simulated in one jitted call and written
+atomically, so an interrupted run loses at most the unit in flight and `--resume` skips every
+unit already on disk. The same seed and config give byte-identical event files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+import jax
+
+from bsjax.gilp import events as E
+from bsjax.gilp import metrics, pipeline
+from bsjax.gilp.envs import registry
+from bsjax.gilp.methods import get_method
+
+EVAL_SPLITS = ("test_id", "test_ood")
+
+
+def unit_path(out: Path, method: str, bench: str, split: str) -> Path:
+    return Path(out) / "events" / f"{method}__{bench}__{split}.jsonl"
+
+
+def _write_atomic(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    E.write_events(tmp, rows)
+    os.replace(tmp, path)
+
+
+def eval_tasks(work: Path, bench: str, split: str, profile: pipeline.Profile):
+    n_id, n_ood = profile.test_tasks
+    return pipeline.tasks(work, bench, split, n_id if split == "test_id" else n_ood)
+
+
+def run_unit(method_name: str, bench: str, split: str, tasks, model, seeds: Sequence[int],
+             root_key: jax.Array, params=None) -> tuple[list[dict], float]:
+    """Event rows of one method on one split's tasks (simulated agent or parametric planner)."""
+    method = get_method(method_name)
+    rules = registry.get(bench)
+    start = time.perf_counter()
+    if method.parametric is not None:
+        from bsjax.gilp.planners import parametric_episodes as PE
+        records = PE.run_parametric(method.name, rules, model, tasks, list(seeds), root_key)
+        rows = PE.records_to_events(records, method.name, rules, split, tasks)
+    else:
+        from bsjax.gilp.sim import run as sim_run
+        run = sim_run.run_simulated(method.name, rules, model if method.uses_backbone else None,
+                                    tasks, list(seeds), root_key, params)
+        rows = sim_run.records_to_events(run, "ood" if split == "test_ood" else "id")
+    return rows, time.perf_counter() - start
+
+
+def run(out: Path, work: Path, methods: Sequence[str], benches: Sequence[str],
+        profile: pipeline.Profile, backbone: str = "MPNN", seeds: int | None = None,
+        run_seed: int = 0, params=None, resume: bool = False,
+        progress: Callable[[str], None] | None = None) -> dict:
+    """Evaluate `methods` on the test splits of `benches`; returns the summary (also written).
+
+    Backbone checkpoints must exist (`bsjax gilp train`); a missing one raises FileNotFoundError
+    before anything is written.
+    """
+    out, work = Path(out), Path(work)
+    seeds = profile.seeds if seeds is None else seeds
+    needs_backbone = any(get_method(m).uses_backbone for m in methods)
+    models = {b: pipeline.load_backbone(work, b, backbone, profile) if needs_backbone else None
+              for b in benches}
+    config = {"profile": profile.name, "backbone": backbone, "seeds": seeds, "run_seed": run_seed,
+              "methods": list(methods), "benches": list(benches), "work": str(work)}
+    out.mkdir(parents=True, exist_ok=True)
+    run_json = out / "run.json"
+    if run_json.exists() and resume:
+        previous = json.loads(run_json.read_text())
+        if {k: previous.get(k) for k in config} != config:
+            raise ValueError(f"{out} holds a run with another configuration; use a new --out")
+    run_json.write_text(json.dumps(config, indent=1) + "\n")
+    root = jax.random.key(run_seed)
+    wall = {}
+    for method in methods:
+        for bench in benches:
+            for split in EVAL_SPLITS:
+                path = unit_path(out, method, bench, split)
+                if resume and path.exists():
+                    continue
+                tasks = eval_tasks(work, bench, split, profile)
+                rows, seconds = run_unit(method, bench, split, tasks, models[bench],
+                                         range(seeds), root, params)
+                _write_atomic(path, rows)
+                wall[f"{method}/{bench}/{split}"] = {
+                    "seconds": round(seconds, 3),
+                    "episodes": len({(r["task"], r["seed"]) for r in rows})}
+                if progress is not None:
+                    progress(f"{method} / {bench} / {split}: {len(rows)} steps in {seconds:.1f} s")
+    return report(out, wall)
+
+
+def load_events(out: Path) -> list[dict]:
+    rows = []
+    for path in sorted((Path(out) / "events").glob("*.jsonl")):
+        rows.extend(E.read_events(path))
+    return rows
+
+
+def wall_per_task(wall: dict) -> dict[str, float]:
+    """Seconds per episode by method from the per-unit wall times (this run's units only)."""
+    totals: dict[str, list[float]] = {}
+    for key, unit in wall.items():
+        seconds, episodes = totals.setdefault(key.split("/")[0], [0.0, 0])
+        totals[key.split("/")[0]] = [seconds + unit["seconds"], episodes + unit["episodes"]]
+    return {m: round(s / max(n, 1), 5) for m, (s, n) in totals.items()}
+
+
+def report(out: Path, wall: dict | None = None) -> dict:
+    """Rebuild summary.json and the tables from the event files of a run."""
+    from bsjax.report import gilp_tables
+    out = Path(out)
+    rows = load_events(out)
+    if not rows:
+        raise ValueError(f"{out} holds no GILP event files")
+    summary = {"pooled": metrics.summarise(rows),
+               "by_benchmark": metrics.by_benchmark(rows),
+               "by_split": metrics.by_split(rows)}
+    previous = out / "summary.json"
+    if previous.exists():  # units run before a resume keep their wall times
+        wall = {**json.loads(previous.read_text()).get("wall", {}), **(wall or {})}
+    summary["wall"] = {**(wall or {})}
+    summary["wall_per_task"] = wall_per_task(summary["wall"])
+    tmp = out / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=1, default=float) + "\n")
+    os.replace(tmp, out / "summary.json")
+    gilp_tables.write_tables(summary["pooled"], out, wall=summary["wall_per_task"])
+    return summary
+
+
+__all__ = ["EVAL_SPLITS", "run", "run_unit", "report", "load_events", "unit_path"]
