@@ -1,0 +1,167 @@
+"""The GILP method registry (spec/gilp.md §4.8): 13 methods plus the Oracle reference row.
+
+Every method is a frozen, hashable `MethodConfig`; planners differ only in configuration, never
+in code paths. The simulator (`bsjax.gilp.sim`), the real-LLM loop and the parametric planners read
+the same configs:
+
+- `uses_backbone`: Phase 1 runs (the backbone scores every candidate);
+- `llm`: the agent is an LLM (simulated or real); parametric planners and the Oracle have none;
+- `fields`: the skeleton fields shown in the prompt, a subset of `SKELETON_FIELDS` in that order
+  (empty: no skeleton block);
+- `gate`: Phase-3/4 behaviour (`planners.gate.ABLATIONS`), or None for gateless methods;
+- `parametric`: "mpc" / "mcts" for the parametric planners, else None;
+- `oracle`: the privileged reference policy (not a paper method);
+- thresholds `tau_low`, `tau_high`, `rho_th`, `max_corrections`, `skeleton_k` (spec defaults; a
+  τ_low sweep point is `with_tau_low(get_method("GILP"), 0.25)`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from bsjax.gilp import config as C
+from bsjax.gilp.planners.gate import ABLATIONS, GateFlags
+
+SKELETON_FIELDS = ("validity", "delta", "risk", "value")
+# The prompt renderer's variant names (bsjax.llm.gilp_prompts.VARIANT_FIELDS).
+_VARIANT_OF_FIELDS = {("validity",): "validity", ("delta",): "delta", ("risk",): "risk",
+                      ("value",): "value", SKELETON_FIELDS: "full"}
+_DEFAULTS = C.GilpConfig()
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodConfig:
+    """One planner's static configuration (hashable; closed over by `jit`).
+
+    Attributes:
+      name: method name as printed in tables and written to events.
+      uses_backbone: Phase 1 runs.
+      llm: the agent is an LLM (1+ calls per step).
+      fields: skeleton fields shown, ordered as `SKELETON_FIELDS`; () without a skeleton.
+      gate: gate flags of GILP and its ablations; None for gateless methods.
+      parametric: "mpc" or "mcts" for the parametric planners; None otherwise.
+      oracle: the Oracle reference row.
+      tau_low, tau_high: consistency-gate bands.
+      rho_th: risk threshold (risk gate and [HIGH RISK] tag).
+      max_corrections: correction calls per step (a parse re-prompt spends it).
+      skeleton_k: rows per ranking in B_t.
+    """
+
+    name: str
+    uses_backbone: bool
+    llm: bool
+    fields: tuple[str, ...] = ()
+    gate: GateFlags | None = None
+    parametric: str | None = None
+    oracle: bool = False
+    tau_low: float = _DEFAULTS.tau_low
+    tau_high: float = _DEFAULTS.tau_high
+    rho_th: float = _DEFAULTS.rho_th
+    max_corrections: int = _DEFAULTS.max_corrections
+    skeleton_k: int = _DEFAULTS.skeleton_k
+
+    def __post_init__(self):
+        unknown = [f for f in self.fields if f not in SKELETON_FIELDS]
+        if unknown:
+            raise ValueError(f"{self.name}: unknown skeleton field(s) {unknown}")
+        if tuple(f for f in SKELETON_FIELDS if f in self.fields) != tuple(self.fields):
+            raise ValueError(f"{self.name}: fields must follow the order {SKELETON_FIELDS}")
+        if self.parametric not in (None, "mpc", "mcts"):
+            raise ValueError(f"{self.name}: unknown parametric planner {self.parametric!r}")
+        if (self.fields or self.gate is not None or self.parametric) and not self.uses_backbone:
+            raise ValueError(f"{self.name}: a skeleton, gate or parametric planner needs the "
+                             "backbone")
+        if self.gate is not None and self.fields != SKELETON_FIELDS:
+            raise ValueError(f"{self.name}: gated methods show every skeleton field")
+
+    # -- derived flags -------------------------------------------------------------------------
+
+    @property
+    def skeleton(self) -> bool:
+        """A skeleton block is shown (some field present)."""
+        return bool(self.fields)
+
+    @property
+    def has_validity(self) -> bool:
+        return "validity" in self.fields
+
+    @property
+    def has_delta(self) -> bool:
+        """The predicted delta and the affected entities are shown."""
+        return "delta" in self.fields
+
+    @property
+    def has_risk(self) -> bool:
+        return "risk" in self.fields
+
+    @property
+    def has_value(self) -> bool:
+        return "value" in self.fields
+
+    @property
+    def gated(self) -> bool:
+        """GILP or one of its ablations (Phases 3-4 exist)."""
+        return self.gate is not None
+
+    @property
+    def variant(self) -> str | None:
+        """The prompt renderer's skeleton variant ("full", "validity", ...), None without one."""
+        return _VARIANT_OF_FIELDS.get(tuple(self.fields)) if self.fields else None
+
+    @property
+    def kind(self) -> str:
+        """"llm", "mpc", "mcts" or "oracle"."""
+        return "oracle" if self.oracle else (self.parametric or "llm")
+
+
+def _hybrid(name: str, *fields: str) -> MethodConfig:
+    return MethodConfig(name, uses_backbone=True, llm=True, fields=tuple(fields))
+
+
+def _gilp(name: str) -> MethodConfig:
+    return MethodConfig(name, uses_backbone=True, llm=True, fields=SKELETON_FIELDS,
+                        gate=ABLATIONS[name])
+
+
+_METHODS = (
+    MethodConfig("Agent-Replan", uses_backbone=False, llm=True),
+    MethodConfig("Parametric-WM-MPC", uses_backbone=True, llm=False, parametric="mpc"),
+    MethodConfig("Parametric-WM-MCTS", uses_backbone=True, llm=False, parametric="mcts"),
+    _hybrid("Hybrid-ValidityOnly", "validity"),
+    _hybrid("Hybrid-DeltaOnly", "delta"),
+    _hybrid("Hybrid-RiskOnly", "risk"),
+    _hybrid("Hybrid-ValueOnly", "value"),
+    _hybrid("Hybrid-Full", *SKELETON_FIELDS),
+    _gilp("GILP"),
+    _gilp("GILP-NoCorrGate"),
+    _gilp("GILP-NoRiskGate"),
+    _gilp("GILP-tau0"),
+    _gilp("GILP-tau1"),
+)
+ORACLE = MethodConfig("Oracle", uses_backbone=False, llm=False, oracle=True)
+
+METHODS: dict[str, MethodConfig] = {m.name: m for m in _METHODS}
+METHOD_NAMES: tuple[str, ...] = tuple(METHODS)          # the 13 methods, §4.8 order
+REFERENCE: dict[str, MethodConfig] = {ORACLE.name: ORACLE}
+# [rev]'s "NoBackbone" ablation is the Agent-Replan configuration (§4.8).
+ALIASES = {"NoBackbone": "Agent-Replan"}
+
+
+def get_method(name: str) -> MethodConfig:
+    """The config of a method (one of `METHOD_NAMES`, "Oracle" or an alias); ValueError if
+    unknown."""
+    name = ALIASES.get(name, name)
+    if name in METHODS:
+        return METHODS[name]
+    if name in REFERENCE:
+        return REFERENCE[name]
+    raise ValueError(f"unknown GILP method {name!r} (choose from "
+                     f"{', '.join((*METHOD_NAMES, *REFERENCE))})")
+
+
+def with_tau_low(method: MethodConfig, tau_low: float, name: str | None = None) -> MethodConfig:
+    """A τ_low sweep point of a gated method (named e.g. "GILP[tau_low=0.25]")."""
+    if not method.gated:
+        raise ValueError(f"{method.name} has no consistency gate")
+    return dataclasses.replace(method, tau_low=float(tau_low),
+                               name=name or f"{method.name}[tau_low={tau_low:g}]")

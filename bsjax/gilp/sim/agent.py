@@ -1,0 +1,375 @@
+"""The behavioural LLM simulator's state and step (spec/gilp.md §5.2, §4.6, §6.1, §8).
+
+`sim_step(keys, state, method, params, model, bench, cfg) -> (state, StepRecord)` is one pure
+step of one episode: agent-side events 1-4 (parse, choice, imagined delta, Phases 3-4 for GILP
+variants), then the environment step with the common-random-number key, the belief update,
+tokens and confidence (events 5-7). The run loop vmaps it over episodes and scans it over B_MAX
+steps; a finished episode's step is a no-op (state unchanged, `active = False`).
+
+Information flow (no leak): the agent's choice and expectation model read only the agent's view
+`observe(G̃)` (`sim.choice`); Phase 1 reads `observe(G_t)`. Only the environment step and the
+logged ground truth (support, ρ*, outcome flags) read the true graph.
+
+Imagined deltas are `[N]` int8 claim vectors: claim[v] is the status the reply claims for node v,
+-1 for no claim; each claimed node is one atom (at most one atom per node), so a fixed `[N]` array
+holds any atom set without a separate count.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from bsjax.gilp import config as C
+from bsjax.gilp.envs import common
+from bsjax.gilp.envs.common import Bench
+from bsjax.gilp.methods import MethodConfig
+from bsjax.gilp.planners import gate
+from bsjax.gilp.planners.skeleton import Phase1, backbone_claims, score_candidates
+from bsjax.gilp.sim import choice
+from bsjax.gilp.types import Graph
+
+HISTORY_WINDOW = 3  # W: lines in the prompt's "Recent Steps" block (spec §5.1)
+NOOP = (-1, -1, -1)
+CALL_DRAFT, CALL_REPARSE, CALL_CORRECT, CALL_RISK = range(4)
+
+
+class StepKeys(NamedTuple):
+    """The two keys of one step: `env` (common random numbers, `keys.env_key`) and `agent`
+    (`keys.agent_key`). Both are consumed."""
+
+    env: jax.Array
+    agent: jax.Array
+
+
+@chex.dataclass(frozen=True)
+class SimState:
+    """One simulated episode between steps.
+
+    Attributes:
+      g: the true graph `G_t` (its `t` counts executed steps; `budget` is B).
+      belief: `[N]` int8 statuses the agent believes (padded nodes PENDING).
+      alive: `[]` bool the episode has not ended.
+      history: `[]` int32 lines in the prompt's Recent Steps block (≤ W = 3).
+      success, dead_end: `[]` bool how the episode ended.
+      calls, tokens, corrections, risk_calls: `[]` int32 running totals.
+    """
+
+    g: Graph
+    belief: chex.Array
+    alive: chex.Array
+    history: chex.Array
+    success: chex.Array
+    dead_end: chex.Array
+    calls: chex.Array
+    tokens: chex.Array
+    corrections: chex.Array
+    risk_calls: chex.Array
+
+
+class StepRecord(NamedTuple):
+    """What one step logs (spec §6.1), for one episode; N = N_MAX. NaN marks a null float.
+
+    Attributes:
+      active: `[]` bool the step was executed (False for the masked steps after the end).
+      t: `[]` int32 0-based step index.
+      action: `[3]` int32 executed action; (-1, -1, -1) for a parse-failure no-op.
+      noop: `[]` bool no action (unparseable reply).
+      valid: `[]` bool the executed action was valid.
+      calls, tok_in, tok_out: `[]` int32 LLM calls and tokens of the step.
+      draft, committed: `[N]` int8 claims of the Phase-2 draft and of the committed output.
+      halluc_draft, halluc_committed: `[N]` bool the claim is outside the true support.
+      stochastic_miss: `[N]` bool a committed claim matched the success branch but the failure
+        branch was realised.
+      cons, cons_after: `[]` float32 Jaccard consistency of the draft / revised reply (NaN: none).
+      corrected: `[]` bool a correction call was made.
+      rho_hat, rho_eff: `[]` float32 backbone risk of the selected action, after gating (NaN: none).
+      risk_fired, risk_gate_empty: `[]` bool the risk-gate call was made / L_t was empty.
+      rho_star: `[]` float32 true risk ρ*(G_t, a_t).
+      bad_outcome: `[]` bool invalid ∨ failure branch ∨ d* increased.
+      live_false: `[]` int32 |F_t| at the step's start (-1: no belief).
+      live: `[N]` int8 the believed status of each live false atom at the step's start, else -1.
+      parse_fail: `[]` bool some call of the step returned an unparseable reply.
+      done, success, dead_end: `[]` bool episode end flags after the step.
+      halluc_event: `[]` bool a hallucination event fired in the draft.
+      slip: `[]` bool the draft's choice slipped.
+      confidence: `[]` float32 the draft's confidence ẑ (logged, unused).
+    """
+
+    active: jax.Array
+    t: jax.Array
+    action: jax.Array
+    noop: jax.Array
+    valid: jax.Array
+    calls: jax.Array
+    tok_in: jax.Array
+    tok_out: jax.Array
+    draft: jax.Array
+    committed: jax.Array
+    halluc_draft: jax.Array
+    halluc_committed: jax.Array
+    stochastic_miss: jax.Array
+    cons: jax.Array
+    cons_after: jax.Array
+    corrected: jax.Array
+    rho_hat: jax.Array
+    rho_eff: jax.Array
+    risk_fired: jax.Array
+    risk_gate_empty: jax.Array
+    rho_star: jax.Array
+    bad_outcome: jax.Array
+    live_false: jax.Array
+    live: jax.Array
+    parse_fail: jax.Array
+    done: jax.Array
+    success: jax.Array
+    dead_end: jax.Array
+    halluc_event: jax.Array
+    slip: jax.Array
+    confidence: jax.Array
+
+
+def init_state(bench: Bench, g0: Graph) -> SimState:
+    """The state before step 0: belief = the true initial statuses."""
+    zero = jnp.int32(0)
+    alive = ~common.goals_done(g0) & (bench.dstar(g0) < C.UNSOLV)
+    return SimState(g=g0, belief=g0.status.astype(jnp.int8), alive=alive, history=zero,
+                    success=common.goals_done(g0), dead_end=jnp.bool_(False), calls=zero,
+                    tokens=zero, corrections=zero, risk_calls=zero)
+
+
+_U_SCALARS = 10  # agent_phase's scalar uniforms: 0-1 parse, 2-3 confidence, 5-7 gates, 9 risk
+
+
+def _normal(u1: jax.Array, u2: jax.Array) -> jax.Array:
+    """A standard normal from two uniforms in (0, 1] (Box-Muller)."""
+    return jnp.sqrt(-2.0 * jnp.log(u1)) * jnp.cos(2.0 * jnp.pi * u2)
+
+
+def hallucinated(claim: jax.Array, supp: jax.Array) -> jax.Array:
+    """`[N]` bool: claimed statuses outside the true support `supp [N, 5]`."""
+    code = jnp.clip(claim.astype(jnp.int32), 0, C.N_STATUS - 1)
+    inside = jnp.take_along_axis(supp, code[:, None], axis=1)[:, 0]
+    return (claim >= 0) & ~inside
+
+
+def _n_atoms(claim: jax.Array) -> jax.Array:
+    return jnp.sum(claim >= 0).astype(jnp.int32)
+
+
+def _nan() -> jax.Array:
+    return jnp.float32(jnp.nan)
+
+
+def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfig, params,
+                 model, bench: Bench, cfg: C.GilpConfig) -> dict:
+    """Events 1-4 and 7 on the agent side. Reads only `observe(G̃)` and Phase 1 on `observe(G)`."""
+    k_choose, k_draft, k_fresh, k_u = jax.random.split(key, 4)
+    g_obs = common.observe(g)
+    view = choice.belief_view(g, belief)
+    acts, amask = bench.candidates(g_obs)
+    ph1: Phase1 | None = (score_candidates(model, bench, g_obs, method.skeleton_k)
+                          if method.uses_backbone else None)
+    j_tilde = choice.belief_values(bench, view, acts, amask, cfg)
+    k = g.t + 1
+    live_count = jnp.sum((belief != g.status) & g.nmask)
+    if ph1 is not None:
+        grounded_all = backbone_claims(ph1, g.status)
+        grounded_all = jnp.where(grounded_all == belief[None, :], -1, grounded_all).astype(jnp.int8)
+    else:
+        grounded_all = jnp.full((acts.shape[0], g.status.shape[0]), -1, jnp.int8)
+    in_skel = ph1.in_skeleton if ph1 is not None else jnp.zeros(acts.shape[0], bool)
+
+    def imagine(k_im, index):
+        return choice.imagine(k_im, bench, view, acts[index], in_skel[index], grounded_all[index],
+                              k, live_count, method, params)
+
+    # One block of uniforms for every scalar decision (each PRNG call site inlines a hash).
+    u = jax.random.uniform(k_u, (_U_SCALARS + acts.shape[0],), minval=1e-12)
+    unif = lambda i: u[i]  # noqa: E731
+    # Event 1: parse of the draft call (and GILP's re-prompt).
+    fail1 = unif(0) < params.p_parse
+    gated = method.gated
+    reprompt = fail1 & gated
+    fail2 = reprompt & (unif(1) < params.p_parse)
+    parsed = ~fail1 | (reprompt & ~fail2)
+    # Events 2-3: the draft.
+    index, slip = choice.choose(k_choose, bench, view, acts, amask, j_tilde, ph1, method, params)
+    draft, event = imagine(k_draft, index)
+    out = dict(acts=acts, amask=amask, index=index, draft_index=index, draft=draft,
+               revised=draft, committed=draft, event=event, slip=slip, parsed=parsed,
+               parse_fail=fail1, reprompt=reprompt, fail2=fail2,
+               corrected=jnp.bool_(False), corr_fail=jnp.bool_(False),
+               risk_fired=jnp.bool_(False), risk_empty=jnp.bool_(False),
+               risk_fail=jnp.bool_(False), cons=_nan(), cons_after=_nan(), rho_hat=_nan(),
+               rho_eff=_nan(), n_rows=jnp.int32(0), live_count=live_count.astype(jnp.int32))
+    out["confidence"] = jnp.clip(params.conf_base - params.conf_halluc * event
+                                 + params.conf_sd * _normal(u[2], u[3]), 0.0, 1.0)
+    if ph1 is None:
+        return out
+    out["n_rows"] = jnp.sum(ph1.in_skeleton).astype(jnp.int32) if method.skeleton else jnp.int32(0)
+    cons = gate.jaccard(draft >= 0, ph1.changed[index])
+    out["cons"] = cons
+    out["rho_hat"] = out["rho_eff"] = ph1.risk[index]
+    if not gated:
+        return out
+    flags = method.gate
+    # Phase 3: consistency gate and (at most one) correction call.
+    issue, double = gate.gate_decision(flags, cons, reprompt.astype(jnp.int32),
+                                       method.max_corrections, method.tau_low, method.tau_high)
+    issue = issue & parsed
+    corr_fail = issue & (unif(5) < params.p_parse)
+    align = issue & ~corr_fail & (unif(6) < params.beta)
+    alt, alt_ok = choice.best(j_tilde, ph1.in_skeleton & (ph1.p_valid >= 0.5))
+    revised = jnp.where((ph1.p_valid[index] >= 0.5) | ~alt_ok, index, alt)
+    index1 = jnp.where(align, revised, index)
+    claim1 = jnp.where(align, grounded_all[revised], draft).astype(jnp.int8)
+    cons_after = gate.jaccard(claim1 >= 0, ph1.changed[index1])
+    double = jnp.where(issue, gate.after_correction(flags, cons_after, method.tau_high), double)
+    rho_hat = ph1.risk[index1]
+    rho_eff = gate.rho_eff(rho_hat, double)
+    out.update(index=index1, revised=claim1, committed=claim1, corrected=issue, corr_fail=corr_fail,
+               cons_after=jnp.where(issue, cons_after, jnp.nan), rho_hat=rho_hat, rho_eff=rho_eff)
+    if not flags.risk_gate:
+        return out
+    # Phase 4: risk gate.
+    high = parsed & (rho_eff > method.rho_th)
+    low = gate.low_risk_subset(ph1.value, ph1.risk, ph1.p_valid, amask, index1, method.rho_th,
+                               k=4)
+    fired = high & jnp.any(low)
+    risk_fail = fired & (unif(7) < params.p_parse)
+    best_low, _ = choice.best(j_tilde, low)
+    uniform_low, _ = choice.best(u[_U_SCALARS:], low)          # a uniform member of L_t
+    pick = jnp.where(unif(9) < params.beta_risk, best_low, uniform_low)
+    fallback, _ = choice.best(ph1.value, low)
+    index2 = jnp.where(risk_fail, fallback, pick).astype(jnp.int32)
+    fresh, _ = imagine(k_fresh, index2)
+    fresh = jnp.where(risk_fail, -1, fresh).astype(jnp.int8)
+    out.update(index=jnp.where(fired, index2, index1),
+               committed=jnp.where(fired, fresh, claim1).astype(jnp.int8),
+               risk_fired=fired, risk_empty=high & ~jnp.any(low), risk_fail=risk_fail)
+    return out
+
+
+def _tokens(key: jax.Array, g: Graph, state: SimState, agent: dict, method: MethodConfig,
+            params) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Event 6: `(calls, tok_in, tok_out)` summed over the step's calls."""
+    made = jnp.stack([jnp.bool_(True), agent["reprompt"], agent["corrected"], agent["risk_fired"]])
+    a0 = jnp.stack([params.tok_a0_draft, params.tok_a0_reparse, params.tok_a0_correct,
+                    params.tok_a0_risk])
+    n_real = jnp.sum(g.nmask).astype(jnp.float32)
+    n_cands = jnp.sum(agent["amask"]).astype(jnp.float32)
+    t_in = (a0 + params.tok_a_n * n_real + params.tok_a_a * n_cands
+            + params.tok_a_b * agent["n_rows"].astype(jnp.float32)
+            + params.tok_a_w * state.history.astype(jnp.float32))
+    draft_atoms = _n_atoms(agent["draft"])
+    atoms = jnp.stack([
+        jnp.where(agent["parse_fail"], 0, draft_atoms),
+        jnp.where(agent["fail2"], 0, draft_atoms),
+        jnp.where(agent["corr_fail"], 0, _n_atoms(agent["revised"])),
+        _n_atoms(agent["committed"]),
+    ]).astype(jnp.float32)
+    noise = params.tok_out_sd * jax.random.normal(key, (4,))
+    t_out = jnp.maximum(20.0, jnp.round(params.tok_out_base + params.tok_out_atom * atoms + noise))
+    t_in = jnp.round(t_in)
+    return (jnp.sum(made).astype(jnp.int32), jnp.sum(jnp.where(made, t_in, 0)).astype(jnp.int32),
+            jnp.sum(jnp.where(made, t_out, 0)).astype(jnp.int32))
+
+
+def sim_step(keys: StepKeys, state: SimState, method: MethodConfig, params, model, bench: Bench,
+             cfg: C.GilpConfig = C.GilpConfig()) -> tuple[SimState, StepRecord]:
+    """One simulated step of one episode (spec §5.2 events 1-7, §4.6). Both keys are consumed.
+
+    Args:
+      keys: `StepKeys(env, agent)` of this step (`bsjax.gilp.keys.env_key` / `agent_key`).
+      state: the episode's `SimState`.
+      method: an LLM method or the Oracle reference (static).
+      params: `SimParams` (a pytree; traced).
+      model: the backbone (`eqx.Module`), or None for methods without one.
+      bench: the benchmark's rules (static).
+      cfg: value horizon and discount of J_K (static).
+    Returns:
+      `(next state, StepRecord)`; a finished episode's state is returned unchanged with
+      `record.active = False`.
+    """
+    if method.parametric is not None:
+        raise ValueError(f"{method.name} is a parametric planner (bsjax.gilp.planners.parametric)")
+    g, belief = state.g, state.belief
+    n = g.status.shape[0]
+    k_agent, k_tok, k_belief = jax.random.split(keys.agent, 3)
+    none = jnp.full((n,), -1, jnp.int8)
+    if method.oracle:
+        action = common.oracle_action(bench, g)
+        agent = dict(parsed=jnp.bool_(True), draft=none, committed=none, parse_fail=jnp.bool_(False),
+                     corrected=jnp.bool_(False), risk_fired=jnp.bool_(False),
+                     risk_empty=jnp.bool_(False), cons=_nan(), cons_after=_nan(), rho_hat=_nan(),
+                     rho_eff=_nan(), event=jnp.bool_(False), slip=jnp.bool_(False),
+                     confidence=_nan())
+        calls = tok_in = tok_out = jnp.int32(0)
+    else:
+        agent = agent_phase(k_agent, g, belief, method, params, model, bench, cfg)
+        action = jnp.where(agent["parsed"], agent["acts"][agent["index"]], jnp.asarray(NOOP))
+        calls, tok_in, tok_out = _tokens(k_tok, g, state, agent, method, params)
+    action = action.astype(jnp.int32)
+    parsed = agent["parsed"]
+    draft = jnp.where(parsed, agent["draft"], -1).astype(jnp.int8)
+    committed = jnp.where(parsed, agent["committed"], -1).astype(jnp.int8)
+
+    # Event 5: the true environment step and the ground truth for the log.
+    live_before = (belief != g.status) & g.nmask
+    g_next, info = common.step(bench, keys.env, g, action)
+    supp = common.support(bench, g, action)
+    g_succ, _, _ = bench.branches(g, action)
+    miss = ((committed >= 0) & (committed == g_succ.status) & info.failed
+            & (committed != g_next.status))
+    bad = ~info.valid | info.failed | (info.dstar_after > info.dstar_before)
+
+    # Belief update: committed atoms overwrite; stale (live false) beliefs persist; every other
+    # node takes its true new status. Then feedback on the action's own nodes and recovery.
+    truth = g_next.status
+    new_belief = jnp.where(committed >= 0, committed, jnp.where(live_before, belief, truth))
+    ids = jnp.arange(n)
+    is_arg = ((ids == action[1]) | ((ids == action[2]) & (action[2] >= 0))) & parsed
+    u_belief = jax.random.uniform(k_belief, (1 + n,))
+    feedback = u_belief[0] < params.q_fb
+    new_belief = jnp.where(feedback & is_arg, truth, new_belief)
+    q_rec = jnp.minimum(1.0, params.q_rec + (params.kappa_rec if method.has_delta else 0.0))
+    recover = u_belief[1:] < q_rec
+    new_belief = jnp.where(recover | ~g.nmask, truth, new_belief).astype(jnp.int8)
+    if method.oracle:
+        new_belief = truth.astype(jnp.int8)
+
+    success = info.done
+    dead_end = (info.dstar_after >= C.UNSOLV) & ~success
+    done = success | dead_end | (g_next.t >= g.budget)
+    stepped = SimState(
+        g=g_next, belief=new_belief, alive=~done,
+        history=jnp.minimum(state.history + 1, HISTORY_WINDOW).astype(jnp.int32),
+        success=success, dead_end=dead_end, calls=state.calls + calls,
+        tokens=state.tokens + tok_in + tok_out,
+        corrections=state.corrections + agent["corrected"].astype(jnp.int32),
+        risk_calls=state.risk_calls + agent["risk_fired"].astype(jnp.int32))
+    alive = state.alive
+    new_state = jax.tree_util.tree_map(lambda a, b: jnp.where(alive, a, b), stepped, state)
+    no_belief = method.oracle
+    gated_float = lambda name: jnp.where(parsed, jnp.asarray(agent[name], jnp.float32), jnp.nan)  # noqa: E731
+    record = StepRecord(
+        active=alive, t=g.t.astype(jnp.int32), action=action, noop=~parsed, valid=info.valid,
+        calls=calls, tok_in=tok_in, tok_out=tok_out, draft=draft, committed=committed,
+        halluc_draft=hallucinated(draft, supp), halluc_committed=hallucinated(committed, supp),
+        stochastic_miss=miss, cons=gated_float("cons"),
+        cons_after=gated_float("cons_after"), corrected=agent["corrected"],
+        rho_hat=gated_float("rho_hat"),
+        rho_eff=gated_float("rho_eff"), risk_fired=agent["risk_fired"],
+        risk_gate_empty=agent["risk_empty"],
+        rho_star=common.rho_star(bench, g, action).astype(jnp.float32), bad_outcome=bad,
+        live_false=jnp.int32(-1) if no_belief else jnp.sum(live_before).astype(jnp.int32),
+        live=none if no_belief else jnp.where(live_before, belief, -1).astype(jnp.int8),
+        parse_fail=agent["parse_fail"] | agent.get("fail2", False) | agent.get("corr_fail", False)
+        | agent.get("risk_fail", False),
+        done=done, success=success, dead_end=dead_end, halluc_event=agent["event"],
+        slip=agent["slip"], confidence=jnp.asarray(agent["confidence"], jnp.float32))
+    return new_state, record

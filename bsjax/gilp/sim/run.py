@@ -1,0 +1,241 @@
+"""Run simulated methods over tasks × seeds and turn the records into event rows (spec/gilp.md
+§4.1, §6.1, §8).
+
+One jitted function covers a chunk of episodes: a `lax.scan` over B_MAX steps of `sim_step`
+vmapped over the (task, seed) episodes (finished episodes are masked no-ops). Episodes are task-major
+(task 0 seeds..., task 1 seeds...) and split into fixed-size chunks (`episode_chunk`, default 256;
+the last chunk is padded by repeating its last episode, so a run compiles once per
+(method, benchmark, config, chunk size)).
+
+Keys come from `bsjax.gilp.keys` (env_key / agent_key): common random numbers across methods.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bsjax.gilp import config as C
+from bsjax.gilp import keys as K
+from bsjax.gilp.envs.common import Bench
+from bsjax.gilp.methods import MethodConfig, get_method
+from bsjax.gilp.sim.agent import StepKeys, StepRecord, init_state, sim_step
+from bsjax.gilp.sim.params import SimParams
+from bsjax.gilp.types import Graph, graph_from_np
+
+EPISODE_CHUNK = 256
+
+
+class SimRun(NamedTuple):
+    """The records of one simulated run (host arrays).
+
+    Attributes:
+      method, bench: names.
+      kind: "llm" or "oracle".
+      task: `[E]` int task ids (keys and event rows).
+      task_index: `[E]` int position of each episode's task in the `tasks` passed in.
+      seed: `[E]` int episode seeds.
+      H: `[E]` int oracle horizons.
+      records: `StepRecord` of numpy arrays `[E, B_MAX, ...]`.
+      seconds: wall time of the run (compile included on a first call).
+      chunk_seconds: wall time of each chunk (the first includes the compile).
+    """
+
+    method: str
+    bench: str
+    kind: str
+    task: np.ndarray
+    task_index: np.ndarray
+    seed: np.ndarray
+    H: np.ndarray
+    records: StepRecord
+    seconds: float
+    chunk_seconds: tuple[float, ...] = ()
+
+
+def batched_episodes(method: MethodConfig, bench: Bench, cfg: C.GilpConfig = C.GilpConfig()):
+    """The un-jitted batch function `(root, params, model, g0 [E], task [E], seed [E]) ->
+    (final SimState [E], StepRecord [E, B_MAX, ...])`: a `lax.scan` over the B_MAX steps of
+    `jax.vmap(sim_step)` over the E episodes.
+
+    Finished episodes are masked no-ops inside `sim_step`; once every episode of the batch has
+    finished, a batch-level `lax.cond` skips the remaining steps' work (records of skipped steps
+    are inactive), which gives the same records as stepping them. Jit it, or wrap it in
+    `chex.assert_max_traces` first.
+    """
+    step = jax.vmap(lambda keys, state, params, model: sim_step(keys, state, method, params,
+                                                                model, bench, cfg),
+                    in_axes=(0, 0, None, None))
+
+    def run(root, params, model, g0, task, seed):
+        states = jax.vmap(lambda g: init_state(bench, g))(g0)
+        steps = jnp.arange(C.B_MAX)
+        per_step = lambda fn: jax.vmap(  # noqa: E731
+            lambda t: jax.vmap(lambda i, s: fn(root, bench.name, i, s, t))(task, seed))(steps)
+        env, agent = per_step(K.env_key), per_step(K.agent_key)         # [B_MAX, E] keys
+        blank = jax.eval_shape(lambda st: step(StepKeys(env[0], agent[0]), st, params, model)[1],
+                               states)
+
+        def body(states, step_keys):
+            def go(states):
+                return step(StepKeys(*step_keys), states, params, model)
+
+            def skip(states):
+                return states, jax.tree_util.tree_map(lambda x: jnp.zeros(x.shape, x.dtype), blank)
+
+            return jax.lax.cond(jnp.any(states.alive), go, skip, states)
+
+        final, records = jax.lax.scan(body, states, (env, agent))
+        return final, jax.tree_util.tree_map(lambda x: jnp.swapaxes(x, 0, 1), records)
+
+    return run
+
+
+@functools.lru_cache(maxsize=None)
+def episode_fn(method: MethodConfig, bench: Bench, cfg: C.GilpConfig = C.GilpConfig()):
+    """`jax.jit(batched_episodes(...))`, cached per (method, benchmark, config)."""
+    return jax.jit(batched_episodes(method, bench, cfg))
+
+
+def _as_graph(tasks) -> Graph:
+    return tasks if isinstance(tasks, Graph) else graph_from_np(tasks)
+
+
+def run_simulated(method_name: str | MethodConfig, bench: Bench, model, tasks, seeds: Sequence[int],
+                  root_key: jax.Array, params: SimParams | None = None,
+                  cfg: C.GilpConfig = C.GilpConfig(), task_ids: Sequence[int] | None = None,
+                  episode_chunk: int = EPISODE_CHUNK) -> SimRun:
+    """Simulate a method on every (task, seed) episode.
+
+    Args:
+      method_name: a method of the registry (an LLM method or "Oracle"), or a `MethodConfig`
+        (e.g. a τ_low sweep point).
+      bench: the benchmark's rules.
+      model: the trained backbone (ignored by methods without one; may be None for them).
+      tasks: stacked task arrays `[T, ...]` (`generate.load_split`) or a batched `Graph`.
+      seeds: episode seeds (the sim protocol uses 0..7).
+      root_key: typed root key of the run (`jax.random.key(...)`).
+      params: simulator parameters (default: the spec's initial values).
+      cfg: static configuration (J_K horizon and discount).
+      task_ids: ids folded into the keys and written to events (default 0..T-1: the index
+        within the split).
+      episode_chunk: episodes per compiled call (smaller runs use one chunk of their size).
+    Returns:
+      `SimRun` with host records `[E, B_MAX, ...]`, E = T·len(seeds).
+    """
+    method = method_name if isinstance(method_name, MethodConfig) else get_method(method_name)
+    if method.parametric is not None:
+        raise ValueError(f"{method.name} is a parametric planner; run it with "
+                         "bsjax.gilp.planners.parametric")
+    if method.uses_backbone and model is None:
+        raise ValueError(f"{method.name} needs a backbone model")
+    params = SimParams() if params is None else params
+    graphs = _as_graph(tasks)
+    n_tasks = int(graphs.status.shape[0])
+    seeds = np.asarray(list(seeds), np.int32)
+    ids = np.arange(n_tasks) if task_ids is None else np.asarray(list(task_ids))
+    if len(ids) != n_tasks:
+        raise ValueError(f"task_ids has {len(ids)} entries for {n_tasks} tasks")
+    task_index = np.repeat(np.arange(n_tasks), len(seeds))
+    seed_of = np.tile(seeds, n_tasks)
+    total = len(task_index)
+    if total == 0:
+        raise ValueError("no episodes to run (no tasks or no seeds)")
+    chunk = min(int(episode_chunk), total)
+    fn = episode_fn(method, bench, cfg)
+    model = model if method.uses_backbone else None
+    start = time.perf_counter()
+    parts, chunk_seconds = [], []
+    for lo in range(0, total, chunk):
+        tick = time.perf_counter()
+        sel = np.arange(lo, lo + chunk).clip(max=total - 1)
+        g0 = jax.tree_util.tree_map(lambda x: x[task_index[sel]], graphs)
+        _, rec = fn(root_key, params, model, g0, jnp.asarray(ids[task_index[sel]], jnp.int32),
+                    jnp.asarray(seed_of[sel], jnp.int32))
+        keep = min(chunk, total - lo)
+        parts.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[:keep], jax.device_get(rec)))
+        chunk_seconds.append(time.perf_counter() - tick)
+    records = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *parts)
+    seconds = time.perf_counter() - start
+    horizons = np.asarray(graphs.horizon)[task_index]
+    return SimRun(method=method.name, bench=bench.name, kind=method.kind,
+                  task=ids[task_index].astype(np.int64), task_index=task_index, seed=seed_of,
+                  H=horizons.astype(np.int64), records=records, seconds=seconds,
+                  chunk_seconds=tuple(chunk_seconds))
+
+
+# ---------------------------------------------------------------------------------------------
+# Event rows
+# ---------------------------------------------------------------------------------------------
+
+def action_str(bench: str, act) -> str:
+    """`execute(node_3)` or `assign(node_2,node_7)`."""
+    kind, i, j = (int(x) for x in act)
+    name = C.ACTION_KINDS[bench][kind]
+    return f"{name}(node_{i},node_{j})" if j >= 0 else f"{name}(node_{i})"
+
+
+def _atoms(claims: np.ndarray) -> tuple[list[list], np.ndarray]:
+    """Atoms [[v, status_name]] of an `[N]` claim vector (ascending v) and their node ids."""
+    vs = np.flatnonzero(claims >= 0)
+    return [[int(v), C.STATUS_NAMES[int(claims[v])]] for v in vs], vs
+
+
+def _opt_float(x) -> float | None:
+    """A logged float rounded to 6 decimals (None for NaN)."""
+    x = float(x)
+    return None if np.isnan(x) else round(x, 6)
+
+
+def records_to_events(run: SimRun, split: str | Sequence[str] = "id") -> list[dict]:
+    """Event rows (spec §6.1, `bsjax.gilp.events` schema) of every executed step of a run.
+
+    Args:
+      run: a `SimRun`.
+      split: "id" / "ood" for every task, or one entry per task of the run (by `task_index`).
+    Returns:
+      rows in episode order, then step order; each passes `events.validate_row`.
+    """
+    rec = run.records
+    per_task = [split] * (int(run.task_index.max()) + 1) if isinstance(split, str) else list(split)
+    belief = run.kind == "llm"
+    rows = []
+    for e in range(len(run.task)):
+        ident = {"method": run.method, "bench": run.bench, "task": int(run.task[e]),
+                 "split": per_task[int(run.task_index[e])], "H": int(run.H[e]),
+                 "seed": int(run.seed[e])}
+        for t in np.flatnonzero(rec.active[e]):
+            noop = bool(rec.noop[e, t])
+            draft, dv = _atoms(rec.draft[e, t])
+            committed, cv = _atoms(rec.committed[e, t])
+            row = dict(ident)
+            row.update({
+                "t": int(rec.t[e, t]),
+                "action": None if noop else action_str(run.bench, rec.action[e, t]),
+                "valid": bool(rec.valid[e, t]), "calls": int(rec.calls[e, t]),
+                "tok_in": int(rec.tok_in[e, t]), "tok_out": int(rec.tok_out[e, t]),
+                "draft_atoms": draft, "committed_atoms": committed,
+                "halluc_draft": [int(f) for f in rec.halluc_draft[e, t][dv]],
+                "halluc_committed": [int(f) for f in rec.halluc_committed[e, t][cv]],
+                "cons": _opt_float(rec.cons[e, t]), "cons_after": _opt_float(rec.cons_after[e, t]),
+                "corrected": bool(rec.corrected[e, t]), "rho_hat": _opt_float(rec.rho_hat[e, t]),
+                "rho_eff": _opt_float(rec.rho_eff[e, t]), "risk_fired": bool(rec.risk_fired[e, t]),
+                "rho_star": _opt_float(rec.rho_star[e, t]), "bad_outcome": bool(rec.bad_outcome[e, t]),
+                "live_false_atoms": int(rec.live_false[e, t]) if belief else None,
+                "parse_fail": bool(rec.parse_fail[e, t]), "fallback": False,
+                "done": bool(rec.done[e, t]), "success": bool(rec.success[e, t]),
+                "dead_end": bool(rec.dead_end[e, t]),
+                "live_atoms": _atoms(rec.live[e, t])[0] if belief else None,
+                "stochastic_miss": [int(f) for f in rec.stochastic_miss[e, t][cv]],
+                "risk_gate_empty": bool(rec.risk_gate_empty[e, t]),
+                "halluc_event": bool(rec.halluc_event[e, t]), "slip": bool(rec.slip[e, t]),
+                "confidence": _opt_float(rec.confidence[e, t]),
+            })
+            rows.append(row)
+    return rows
