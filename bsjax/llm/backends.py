@@ -1,5 +1,9 @@
 """LLM backends behind one small interface: `chat(system, user) -> str`.
 
+`complete(system, user, options=None) -> Completion` is the same call returning the backend's
+token usage as well (`None` where the backend does not report it); `chat` is `complete(...).content`
+with the backend's default options.
+
 - `ollama`: the `ollama` Python client against an Ollama server (`--llm-host`, `--model`),
   with a timeout and bounded retries.
 - `local`: llama.cpp in-process (`llama-cpp-python`) with the Gemma 3 270M GGUF shipped by the
@@ -17,6 +21,20 @@ import importlib.resources
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
+
+
+class Completion(NamedTuple):
+    """One reply with the backend's token usage (None where the backend reports none)."""
+
+    content: str
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+
+
+def _usage(value) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and value >= 0 else None
 
 
 class LLMError(RuntimeError):
@@ -33,13 +51,21 @@ class OllamaBackend:
     retries: int = 1
     json_mode: bool = True
     name: str = "ollama"
+    # A JSON Schema sent as Ollama's structured-output `format=` (instead of "json") when given.
+    schema: dict | None = None
 
     def __post_init__(self):
         import ollama
         self._client = ollama.Client(host=self.host, timeout=self.timeout)
 
     def chat(self, system: str, user: str) -> str:
+        return self.complete(system, user).content
+
+    def complete(self, system: str, user: str, options: dict | None = None) -> Completion:
+        """One chat call; `options` (Ollama's model options, e.g. temperature, seed, num_predict,
+        num_ctx) are sent only when given. Tokens come from `prompt_eval_count` / `eval_count`."""
         import ollama
+        extra = {"options": dict(options)} if options else {}
         last: Exception | None = None
         for attempt in range(self.retries + 1):
             try:
@@ -47,11 +73,13 @@ class OllamaBackend:
                     model=self.model,
                     messages=[{"role": "system", "content": system},
                               {"role": "user", "content": user}],
-                    format="json" if self.json_mode else "", stream=False)
+                    format=self.schema if self.schema is not None
+                    else "json" if self.json_mode else "", stream=False, **extra)
                 content = reply["message"]["content"] if reply else ""
                 if not content or not content.strip():
                     raise LLMError("empty reply")
-                return content
+                return Completion(content, _usage(getattr(reply, "prompt_eval_count", None)),
+                                  _usage(getattr(reply, "eval_count", None)))
             except LLMError:
                 raise
             except (ollama.ResponseError, ConnectionError, OSError, TimeoutError) as err:
@@ -92,6 +120,10 @@ class LocalBackend:
     json_mode: bool = False
     name: str = "local"
     model: str = "gemma-3-270m-q4_k_m"
+    # On a shared (oversubscribed) CPU one thread is several times faster than two.
+    n_threads: int = 2
+    # A JSON Schema that constrains the reply (llama.cpp grammar) when given.
+    schema: dict | None = None
 
     def __post_init__(self):
         try:
@@ -101,14 +133,24 @@ class LocalBackend:
         path = Path(self.model_path) if self.model_path else local_model_path()
         # Gemma's own turn format (the GGUF's template is not picked up by every build).
         self._llm = Llama(model_path=str(path), n_ctx=self.n_ctx, seed=self.seed, verbose=False,
-                          n_threads=2, chat_format="gemma")
+                          n_threads=self.n_threads, chat_format="gemma")
 
     def chat(self, system: str, user: str) -> str:
+        return self.complete(system, user).content
+
+    def complete(self, system: str, user: str, options: dict | None = None) -> Completion:
+        """One chat completion; `options` may override `temperature`, `seed` and `num_predict`
+        (max tokens). Tokens come from the reply's `usage`."""
+        options = options or {}
         kwargs = dict(messages=[{"role": "system", "content": system},
                                 {"role": "user", "content": user}],
-                      max_tokens=self.max_tokens, temperature=0.0, seed=self.seed)
-        if self.json_mode:
+                      max_tokens=int(options.get("num_predict", self.max_tokens)),
+                      temperature=float(options.get("temperature", 0.0)),
+                      seed=int(options.get("seed", self.seed)))
+        if self.json_mode or self.schema is not None:
             kwargs["response_format"] = {"type": "json_object"}
+            if self.schema is not None:
+                kwargs["response_format"]["schema"] = self.schema
         with _LOCAL_LOCK:
             try:
                 reply = self._llm.create_chat_completion(**kwargs)
@@ -117,7 +159,13 @@ class LocalBackend:
         content = reply["choices"][0]["message"].get("content") or ""
         if not content.strip():
             raise LLMError("empty reply")
-        return content
+        usage = reply.get("usage") or {}
+        return Completion(content, _usage(usage.get("prompt_tokens")),
+                          _usage(usage.get("completion_tokens")))
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` under the model's own tokenizer."""
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
 
 @dataclasses.dataclass
@@ -128,6 +176,9 @@ class NoBackend:
     model: str = "none"
 
     def chat(self, system: str, user: str) -> str:
+        raise LLMError("no LLM backend (--llm none)")
+
+    def complete(self, system: str, user: str, options: dict | None = None) -> Completion:
         raise LLMError("no LLM backend (--llm none)")
 
 

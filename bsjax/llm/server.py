@@ -8,6 +8,10 @@ Backed by any responder `(system, user) -> str` — the embedded local model by 
 
 The tests use it with scripted responders to produce every fault the harness must survive
 (HTTP 500, empty or non-JSON replies, slow replies, unknown revision kinds...).
+
+A responder returns the reply text, a `(status, text)` pair, or a dict `{"content": text,
+"prompt_eval_count": n, "eval_count": m}` whose token counts are passed on in the response (as
+Ollama reports usage); with a plain text reply the counts are omitted.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import json
 import threading
 from typing import Callable
 
-Responder = Callable[[str, str], "str | tuple[int, str]"]
+Responder = Callable[[str, str], "str | tuple[int, str] | dict"]
 
 
 def _handler(responder: Responder, model_name: str):
@@ -59,6 +63,11 @@ def _handler(responder: Responder, model_name: str):
             except Exception as err:  # the responder's failure is the server's 500
                 self._send(500, json.dumps({"error": str(err)}).encode())
                 return
+            usage = {}
+            if isinstance(result, dict):
+                usage = {k: int(result[k]) for k in ("prompt_eval_count", "eval_count")
+                         if result.get(k) is not None}
+                result = result.get("content", "")
             status, content = result if isinstance(result, tuple) else (200, result)
             if status != 200:
                 self._send(status, json.dumps({"error": content}).encode())
@@ -66,7 +75,7 @@ def _handler(responder: Responder, model_name: str):
             body = {"model": request.get("model", model_name),
                     "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                     "message": {"role": "assistant", "content": content},
-                    "done": True, "done_reason": "stop"}
+                    "done": True, "done_reason": "stop", **usage}
             self._send(200, json.dumps(body).encode())
 
     return Handler
@@ -106,7 +115,13 @@ def serve_local_model(host: str = "127.0.0.1", port: int = 11435) -> None:
     """Serve the embedded local model behind the Ollama API until interrupted."""
     from bsjax.llm.backends import LocalBackend
     backend = LocalBackend()
-    server = OllamaAPIServer(backend.chat, host, port)
+
+    def responder(system: str, user: str) -> dict:
+        reply = backend.complete(system, user)
+        return {"content": reply.content, "prompt_eval_count": reply.tokens_in,
+                "eval_count": reply.tokens_out}
+
+    server = OllamaAPIServer(responder, host, port)
     print(f"serving the local model on {server.url} (Ollama chat API); Ctrl-C to stop", flush=True)
     try:
         server._server.serve_forever()
