@@ -21,8 +21,8 @@ restriction, so that a valid action with negative value still beats an invalid o
 
 with γ = `GilpConfig.gamma` = 0.9, and execute the argmax, ties to the lower canonical index.
 Cost per step: `|A| · (1 + M·K)` backbone evaluations, all vmapped. `ParametricConfig.
-mpc_root_valid_only` (off by default) also restricts the root candidates to those predicted valid;
-see its note.
+mpc_root_valid_only` (on by default, a bsjax choice) also restricts the root candidates to those
+predicted valid; see its note.
 
 **MCTS** (bsjax choices of spec §4.4): `mctx.muzero_policy` with 32 simulations, `pb_c_init`
 1.25, the padding slots as `invalid_actions`, priors `Ĵ_K / 0.1` masked (logit −1e9) to the
@@ -86,9 +86,10 @@ class ParametricConfig:
       mpc_horizon: K, imagined steps per MPC rollout.
       mpc_root_valid_only: restrict MPC's root candidates to those predicted valid
         (`p_valid ≥ 0.5`; all real ones if none is), as the greedy continuation and the MCTS
-        priors are. Off by default (spec §4.3 ranks all candidates); with an imperfect backbone
-        a predicted-invalid root action scores as "wait one step", and replanning from the
-        unchanged state repeats it until the budget runs out.
+        priors are. On by default (bsjax choice; spec §4.3 ranks all candidates): with an
+        imperfect backbone a predicted-invalid root action scores as "wait one step", and
+        replanning from the unchanged state repeats it until the budget runs out (TaskGraph,
+        a 10-epoch MPNN: SR 0.10 with the literal rule, 0.70 with this one).
       mcts_simulations: simulations per MCTS search.
       mcts_max_depth: depth cap; the effective cap is `min(mcts_max_depth, B − t)`.
       mcts_pb_c_init: PUCT constant c_1.
@@ -99,7 +100,7 @@ class ParametricConfig:
 
     mpc_candidates: int = 8
     mpc_horizon: int = 3
-    mpc_root_valid_only: bool = False
+    mpc_root_valid_only: bool = True
     mcts_simulations: int = 32
     mcts_max_depth: int = 6
     mcts_pb_c_init: float = 1.25
