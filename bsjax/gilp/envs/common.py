@@ -121,6 +121,31 @@ def roles_of(action: Action, n: int = C.N_MAX) -> jax.Array:
                      jnp.where((ids == action[2]) & (action[2] >= 0), C.ROLE_ARG2, C.ROLE_OTHER))
 
 
+def per_node_candidates(g: Graph) -> tuple[jax.Array, jax.Array]:
+    """Each of the three kinds on every real node, in canonical order (kind-major, then i),
+    packed to the front and padded to A_MAX: the candidate set of the one-argument benchmarks.
+
+    Returns:
+      acts: `[A, 3]` int32 `(kind, i, -1)`; padding slots are `(-1, -1, -1)`.
+      amask: `[A]` bool real candidates (a prefix).
+    """
+    n = g.status.shape[0]
+    real = jnp.tile(g.nmask, 3)  # flat slot kind·N + i
+    (slots,) = jnp.nonzero(real, size=C.A_MAX, fill_value=0)
+    amask = jnp.arange(C.A_MAX) < jnp.sum(real)
+    acts = jnp.stack([slots // n, slots % n, jnp.full(C.A_MAX, -1)], axis=-1)
+    return jnp.where(amask[:, None], acts, -1).astype(jnp.int32), amask
+
+
+def argument_node(g: Graph, a: Action) -> tuple[jax.Array, jax.Array]:
+    """The (clipped) first argument node and whether the action names a real node with a real
+    kind."""
+    n = g.status.shape[0]
+    node = jnp.clip(a[1], 0, n - 1)
+    exists = (a[0] >= 0) & (a[0] <= 2) & (a[1] >= 0) & (a[1] < n) & g.nmask[node]
+    return node, exists
+
+
 def observe(g: Graph) -> Graph:
     """What planners, prompts, backbones and the simulated agent may read: `hidden` zeroed."""
     return g.replace(hidden=jnp.zeros_like(g.hidden))

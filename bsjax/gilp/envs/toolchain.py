@@ -40,27 +40,11 @@ def _is_data_edge(etype: jax.Array) -> jax.Array:
 
 
 def candidates(g: Graph) -> tuple[jax.Array, jax.Array]:
-    """call(i), verify(i), rollback(i) for every real tool in canonical order (kind-major, then
-    i), packed to the front and padded to A_MAX.
-
-    Returns:
-      acts: `[A, 3]` int32 `(kind, i, -1)`; padding slots are `(-1, -1, -1)`.
-      amask: `[A]` bool real candidates (a prefix).
-    """
-    n = g.status.shape[0]
-    real = jnp.tile(g.nmask, 3)  # flat slot kind·N + i
-    (slots,) = jnp.nonzero(real, size=C.A_MAX, fill_value=0)
-    amask = jnp.arange(C.A_MAX) < jnp.sum(real)
-    acts = jnp.stack([slots // n, slots % n, jnp.full(C.A_MAX, -1)], axis=-1)
-    return jnp.where(amask[:, None], acts, -1).astype(jnp.int32), amask
+    """call(i), verify(i), rollback(i) for every real tool (see `common.per_node_candidates`)."""
+    return common.per_node_candidates(g)
 
 
-def _arg(g: Graph, a: common.Action) -> tuple[jax.Array, jax.Array]:
-    """The (clipped) argument node and whether the action names a real node with a real kind."""
-    n = g.status.shape[0]
-    node = jnp.clip(a[1], 0, n - 1)
-    exists = (a[0] >= 0) & (a[0] <= 2) & (a[1] >= 0) & (a[1] < n) & g.nmask[node]
-    return node, exists
+_arg = common.argument_node
 
 
 def valid(g: Graph, a: common.Action) -> jax.Array:
