@@ -146,6 +146,20 @@ def argument_node(g: Graph, a: Action) -> tuple[jax.Array, jax.Array]:
     return node, exists
 
 
+def required(g: Graph) -> jax.Array:
+    """`[N]` bool R: goal nodes and all their ancestors (over the static closure `anc`)."""
+    return jnp.any(g.anc & g.goal[None, :], axis=1) & g.nmask
+
+
+def sample_one_component(branches: Callable, key: jax.Array, g: Graph,
+                         a: Action) -> tuple[Graph, jax.Array]:
+    """`(g_next, failed)` for an action with at most one stochastic component: the failure
+    branch with probability q, else the success branch. The key is consumed."""
+    g_succ, g_fail, q = branches(g, a)
+    failed = jax.random.uniform(key) < q
+    return select_graph(failed, g_fail, g_succ), failed
+
+
 def observe(g: Graph) -> Graph:
     """What planners, prompts, backbones and the simulated agent may read: `hidden` zeroed."""
     return g.replace(hidden=jnp.zeros_like(g.hidden))

@@ -145,9 +145,7 @@ def branches(g: Graph, a: jax.Array) -> tuple[Graph, Graph, jax.Array]:
 
 def sample(key: jax.Array, g: Graph, a: jax.Array) -> tuple[Graph, jax.Array]:
     """One outcome; the single stochastic component (a repair) fails w.p. q. The key is consumed."""
-    g_succ, g_fail, q = branches(g, a)
-    failed = jax.random.uniform(key) < q
-    return common.select_graph(failed, g_fail, g_succ), failed
+    return common.sample_one_component(branches, key, g, a)
 
 
 def _distance(g: Graph, fault: jax.Array, latent: jax.Array, isolated: jax.Array) -> jax.Array:

@@ -79,17 +79,12 @@ def branches(g: Graph, a: common.Action) -> tuple[Graph, Graph, jax.Array]:
     return g_succ, g_fail, q.astype(jnp.float32)
 
 
-def sample(key: jax.Array, g: Graph, a: common.Action) -> tuple[Graph, jax.Array]:
-    """One sampled outcome `(g_next, failed)`; the single stochastic component (the completing
-    execute) fails with probability q. The key is consumed."""
-    g_succ, g_fail, q = branches(g, a)
-    failed = jax.random.uniform(key) < q
-    return g_succ.replace(status=jnp.where(failed, g_fail.status, g_succ.status)), failed
+def sample(key: jax.Array, g: Graph, a: jax.Array) -> tuple[Graph, jax.Array]:
+    """One outcome; the single stochastic component (the completing execute) fails w.p. q. The key is consumed."""
+    return common.sample_one_component(branches, key, g, a)
 
 
-def required(g: Graph) -> jax.Array:
-    """`[N]` bool R: goal nodes and all their ancestors."""
-    return jnp.any(g.anc & g.goal[None, :], axis=1) & g.nmask
+required = common.required
 
 
 def dstar(g: Graph) -> jax.Array:
