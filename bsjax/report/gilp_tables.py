@@ -76,6 +76,13 @@ class Table:
         return buffer.getvalue()
 
 
+# Scalar cell formats by column kind.
+_SCALAR_FORMATS = {
+    "f3": "{:.3f}".format, "f2": "{:.2f}".format, "sec": "{:.2f}".format,
+    "tok": lambda value: f"{value / 1000:.1f}k", "usd": "${:.2f}".format,
+}
+
+
 def _md(value, fmt: str) -> str:
     if value is None:
         return DASH
@@ -83,16 +90,8 @@ def _md(value, fmt: str) -> str:
         return _md(value.value, fmt.split("_", 1)[1]) + (REV_MARK if value.rev else "")
     if isinstance(value, float) and abs(value) < 5e-4:
         value = 0.0  # no "-0.000"
-    if fmt == "f3":
-        return f"{value:.3f}"
-    if fmt == "f2":
-        return f"{value:.2f}"
-    if fmt == "tok":
-        return f"{value / 1000:.1f}k"
-    if fmt == "usd":
-        return f"${value:.2f}"
-    if fmt == "sec":
-        return f"{value:.2f}"
+    if fmt in _SCALAR_FORMATS:
+        return _SCALAR_FORMATS[fmt](value)
     if fmt == "ci":
         return f"[{value[0]:.3f}, {value[1]:.3f}]"
     if fmt == "srn":
