@@ -18,25 +18,23 @@ DEFAULT_WORK = Path("results/gilp")
 DEFAULT_TASK_DIR = DEFAULT_WORK / "tasks"
 
 
-def parse_benchmarks(text: str) -> list[str]:
-    """`all` or a comma list of benchmark names, validated."""
-    names = list(C.BENCHMARKS) if text == "all" else [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [n for n in names if n not in C.BENCHMARKS]
+def _parse_names(text: str, known: tuple[str, ...], what: str) -> list[str]:
+    """`all` or a comma list of names from `known`, validated."""
+    names = list(known) if text == "all" else [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
-        raise UsageError(f"unknown benchmark {', '.join(unknown) or text!r} "
-                         f"(choose from all, {', '.join(C.BENCHMARKS)})")
+        raise UsageError(f"unknown {what} {', '.join(unknown) or text!r} "
+                         f"(choose from all, {', '.join(known)})")
     return names
+
+
+def parse_benchmarks(text: str) -> list[str]:
+    return _parse_names(text, C.BENCHMARKS, "benchmark")
 
 
 def parse_splits(text: str) -> list[str]:
-    """`all` or a comma list of split names, validated."""
     from bsjax.gilp.generate import SPLITS
-    names = list(SPLITS) if text == "all" else [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [n for n in names if n not in SPLITS]
-    if unknown or not names:
-        raise UsageError(f"unknown split {', '.join(unknown) or text!r} "
-                         f"(choose from all, {', '.join(SPLITS)})")
-    return names
+    return _parse_names(text, SPLITS, "split")
 
 
 def cmd_generate(args) -> int:
@@ -203,6 +201,13 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _bench_and_profile(parser, backbone_help: str) -> None:
+    """The --bench, --backbone and --profile flags of `train` and `run`."""
+    parser.add_argument("--bench", default="all", help="all, or e.g. taskgraph,toolchain")
+    parser.add_argument("--backbone", default="MPNN", help=backbone_help)
+    parser.add_argument("--profile", default="quick", help="smoke | quick | paper (default quick)")
+
+
 def add_parser(sub) -> None:
     """Register `bsjax gilp` and its subcommands on the top-level subparsers."""
     gilp = sub.add_parser("gilp", help="graph planning with trained world models (GILP)")
@@ -217,18 +222,14 @@ def add_parser(sub) -> None:
     gen.add_argument("--json", action="store_true")
     gen.set_defaults(func=cmd_generate)
     tr = gsub.add_parser("train", help="train backbones and measure them on held-out transitions")
-    tr.add_argument("--bench", default="all", help="all, or e.g. taskgraph,toolchain")
-    tr.add_argument("--backbone", default="MPNN", help="all, or e.g. MLP,MPNN (default MPNN)")
-    tr.add_argument("--profile", default="quick", help="smoke | quick | paper (default quick)")
+    _bench_and_profile(tr, "all, or e.g. MLP,MPNN (default MPNN)")
     tr.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
     tr.add_argument("--work", default=str(DEFAULT_WORK), help="GILP work directory")
     tr.add_argument("--json", action="store_true")
     tr.set_defaults(func=cmd_train)
     rn = gsub.add_parser("run", help="evaluate methods on the test splits (simulated agent)")
     rn.add_argument("--methods", default="all", help="all, or e.g. Agent-Replan,GILP")
-    rn.add_argument("--bench", default="all", help="all, or e.g. taskgraph,toolchain")
-    rn.add_argument("--backbone", default="MPNN", help="the trained backbone (default MPNN)")
-    rn.add_argument("--profile", default="quick", help="smoke | quick | paper (default quick)")
+    _bench_and_profile(rn, "the trained backbone (default MPNN)")
     rn.add_argument("--seeds", type=int, default=None, help="seeds per task (default: profile)")
     rn.add_argument("--run-seed", type=int, default=0, help="root key of the run (default 0)")
     rn.add_argument("--params", default=None, help="simulator parameters (gilp_sim_params.json)")
