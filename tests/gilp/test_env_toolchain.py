@@ -18,6 +18,7 @@ from bsjax.gilp.envs import common, toolchain
 from bsjax.gilp.envs.toolchain import BENCH, CALL, ROLLBACK, VERIFY
 from bsjax.gilp.types import graph_from_np
 
+from gilp import env_checks  # noqa: E402
 from gilp.bfs import bfs_distance  # noqa: E402
 
 P, A, CO, F, S = C.PENDING, C.ACTIVE, C.COMPLETED, C.FAILED, C.SKIPPED
@@ -346,40 +347,11 @@ def test_padding_and_permutation_invariance(val_tasks, ood_tasks):
 
 
 def test_oracle_reaches_goal_in_exactly_h_modal_steps(val_tasks, ood_tasks):
-    for task in val_tasks + ood_tasks:
-        g = graph_from_np(task)
-        horizon = int(task["horizon"])
-        for t in range(horizon):
-            assert not bool(common.goals_done(g))
-            g = modal_j(g, oracle_j(g))
-            assert int(dstar_j(g)) == horizon - t - 1
-        assert bool(common.goals_done(g))
+    env_checks.assert_oracle_reaches_goal_in_exactly_h_modal_steps(BENCH, val_tasks + ood_tasks)
 
 
 def test_decodable_on_generated_transitions(val_tasks, ood_tasks):
-    """decode(g, a, dir(g, g')) == g'.status for every candidate's success and failure branch,
-    along sampled trajectories of a random valid policy."""
-
-    @jax.jit
-    def all_decodable(g):
-        acts, amask = BENCH.candidates(g)
-
-        def one(a):
-            g_succ, g_fail, _ = BENCH.branches(g, a)
-            return jnp.stack([jnp.all(BENCH.decode(g, a, common.direction(g.status, nxt.status))
-                                      == nxt.status) for nxt in (g_succ, g_fail)])
-        return jnp.all(jax.vmap(one)(acts) | ~amask[:, None])
-
-    rng = np.random.default_rng(9)
-    key = jax.random.key(1)
-    for task in val_tasks + ood_tasks:
-        g = graph_from_np(task)
-        for _ in range(12):
-            assert bool(all_decodable(g))
-            acts, _ = candidates_j(g)
-            ok = np.asarray(valid_candidates(g))
-            key, k_step = jax.random.split(key)
-            g, _ = sample_j(k_step, g, acts[rng.choice(np.flatnonzero(ok))])
+    env_checks.assert_decodable_along_random_walks(BENCH, val_tasks + ood_tasks)
 
 
 def test_jit_vmap_over_candidates(val_tasks):
