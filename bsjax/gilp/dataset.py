@@ -28,11 +28,6 @@ LABEL_FIELDS = ("valid", "delta", "reward", "done", "risk", "value", "next_statu
 LABEL_CHUNK = 256
 
 
-def _stack_graphs(arrays: dict[str, np.ndarray]) -> Graph:
-    """A batched `Graph` `[T, ...]` from stacked task arrays."""
-    return graph_from_np(arrays)
-
-
 def _uniform_index(key: jax.Array, amask: jax.Array, shape: tuple[int, ...] = ()) -> jax.Array:
     """Uniform candidate slot(s) among the real ones (with replacement)."""
     logits = jnp.where(amask, 0.0, -jnp.inf)
@@ -79,7 +74,7 @@ def rollouts(bench: Bench, tasks: dict[str, np.ndarray], episodes: int = 2, epsi
       `step` `[S]` (trajectory position of the state).
     """
     count = len(tasks["status"])
-    graphs = _stack_graphs(tasks)
+    graphs = graph_from_np(tasks)  # batched [T, ...]
     # Episode e of task i: task-major order, one key per (task, episode).
     task_ids = np.repeat(np.arange(count), episodes)
     episode_ids = np.tile(np.arange(episodes), count)

@@ -57,21 +57,21 @@ def generate_task(bench: str, split: str, index: int) -> dict[str, np.ndarray]:
     target = target_horizon(bench, split, index)
     lo, hi = split_range(bench, split)
     sample_task = registry.get(bench).sample_task
-    best, best_gap = None, None
+    best, best_horizon = None, None
     for _ in range(MAX_TRIES):
         arrays = sample_task(rng, split)
         if arrays is None or int(arrays["nmask"].sum()) > C.N_MAX:
             continue
         horizon = horizon_of(bench, arrays)
         if horizon == target:
-            best = arrays
+            best, best_horizon = arrays, horizon
             break
-        if lo <= horizon <= hi and (best_gap is None or abs(horizon - target) < best_gap):
-            best, best_gap = arrays, abs(horizon - target)
+        if lo <= horizon <= hi and (best is None or abs(horizon - target) < abs(best_horizon - target)):
+            best, best_horizon = arrays, horizon
     if best is None:
         raise RuntimeError(f"{bench}/{split}/{index}: no task in horizon range {lo}-{hi} "
                            f"after {MAX_TRIES} draws")
-    horizon = horizon_of(bench, best)
+    horizon = best_horizon
     best["horizon"] = np.int32(horizon)
     best["budget"] = np.int32(C.step_budget(horizon))
     best["t"] = np.int32(0)

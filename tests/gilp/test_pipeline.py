@@ -49,7 +49,7 @@ def test_trajectories_start_at_the_task_and_follow_the_taken_actions(samples):
     assert len(taken) == 8                             # 4 tasks x 2 episodes
     for row, episode in zip(taken, data["episode"][taken]):
         np.testing.assert_array_equal(data["status"][row], tasks["status"][episode // 2])
-    # Each executed (valid, deterministic-outcome) step's modal next status is the next state.
+    # ErrorAware's windows: runs of 3 executed transitions of one trajectory.
     windows = dataset.windows(data)
     assert dataset_format.validate_windows(windows) == len(windows["action"]) > 0
 
