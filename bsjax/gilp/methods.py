@@ -19,6 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import chex
+import jax
+import numpy as np
+
 from bsjax.gilp import config as C
 from bsjax.gilp.planners.gate import ABLATIONS, GateFlags
 
@@ -165,3 +169,65 @@ def with_tau_low(method: MethodConfig, tau_low: float, name: str | None = None) 
         raise ValueError(f"{method.name} has no consistency gate")
     return dataclasses.replace(method, tau_low=float(tau_low),
                                name=name or f"{method.name}[tau_low={tau_low:g}]")
+
+
+# ---------------------------------------------------------------------------------------------
+# Traced method flags: one compiled simulator for every LLM method
+# ---------------------------------------------------------------------------------------------
+
+CORRECT_MODES = ("band", "always", "never")
+
+
+@chex.dataclass(frozen=True)
+class MethodFlags:
+    """A method's behaviour as array leaves, so the simulator can take it as a traced argument:
+    one compile covers every LLM method of a benchmark, and methods can be
+    stacked on a leading axis and vmapped. `method_flags` builds it from a `MethodConfig`.
+
+    Attributes (`[]` each, or `[M]` when stacked):
+      backbone, skeleton, validity, delta, risk, value: bool, as the `MethodConfig` properties.
+      gated: bool, Phases 3-4 exist.
+      correct_mode: int32 index into `CORRECT_MODES` (band / always / never).
+      double_rho, risk_gate: bool gate flags (`GateFlags`).
+      tau_low, tau_high, rho_th: float32 thresholds.
+      max_corrections: int32 correction calls per step.
+    """
+
+    backbone: chex.Array
+    skeleton: chex.Array
+    validity: chex.Array
+    delta: chex.Array
+    risk: chex.Array
+    value: chex.Array
+    gated: chex.Array
+    correct_mode: chex.Array
+    double_rho: chex.Array
+    risk_gate: chex.Array
+    tau_low: chex.Array
+    tau_high: chex.Array
+    rho_th: chex.Array
+    max_corrections: chex.Array
+
+
+def method_flags(method: MethodConfig) -> MethodFlags:
+    """The traced form of an LLM method's configuration (the Oracle and the parametric planners
+    have none: they run their own compiled paths)."""
+    if not method.llm:
+        raise ValueError(f"{method.name} is not an LLM method; it has no simulator flags")
+    gate = method.gate
+    return MethodFlags(
+        backbone=np.bool_(method.uses_backbone), skeleton=np.bool_(method.skeleton),
+        validity=np.bool_(method.has_validity), delta=np.bool_(method.has_delta),
+        risk=np.bool_(method.has_risk), value=np.bool_(method.has_value),
+        gated=np.bool_(method.gated),
+        correct_mode=np.int32(CORRECT_MODES.index(gate.correct) if gate else 2),
+        double_rho=np.bool_(gate.double_rho if gate else False),
+        risk_gate=np.bool_(gate.risk_gate if gate else False),
+        tau_low=np.float32(method.tau_low), tau_high=np.float32(method.tau_high),
+        rho_th=np.float32(method.rho_th), max_corrections=np.int32(method.max_corrections))
+
+
+def stack_flags(methods: list[MethodConfig]) -> MethodFlags:
+    """`MethodFlags` of several methods stacked on a leading `[M]` axis."""
+    flags = [method_flags(m) for m in methods]
+    return jax.tree_util.tree_map(lambda *xs: np.stack(xs), *flags)

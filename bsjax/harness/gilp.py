@@ -50,19 +50,37 @@ def eval_tasks(work: Path, bench: str, split: str, profile: pipeline.Profile):
 def run_unit(method_name: str, bench: str, split: str, tasks, model, seeds: Sequence[int],
              root_key: jax.Array, params=None) -> tuple[list[dict], float]:
     """Event rows of one method on one split's tasks (simulated agent or parametric planner)."""
-    method = get_method(method_name)
+    return run_units([method_name], bench, split, tasks, model, seeds, root_key, params)[
+        get_method(method_name).name]
+
+
+def run_units(method_names: Sequence[str], bench: str, split: str, tasks, model,
+              seeds: Sequence[int], root_key: jax.Array, params=None
+              ) -> dict[str, tuple[list[dict], float]]:
+    """Event rows and seconds of several methods on one split's tasks. The simulated LLM methods
+    share one compiled simulator (`run_simulated_many`); parametric planners run one by one."""
+    from bsjax.gilp.sim import run as sim_run
     rules = registry.get(bench)
-    start = time.perf_counter()
-    if method.parametric is not None:
-        from bsjax.gilp.planners import parametric_episodes as PE
-        records = PE.run_parametric(method.name, rules, model, tasks, list(seeds), root_key)
-        rows = PE.records_to_events(records, method.name, rules, split, tasks)
-    else:
-        from bsjax.gilp.sim import run as sim_run
-        run = sim_run.run_simulated(method.name, rules, model if method.uses_backbone else None,
-                                    tasks, list(seeds), root_key, params)
-        rows = sim_run.records_to_events(run, "ood" if split == "test_ood" else "id")
-    return rows, time.perf_counter() - start
+    methods = [get_method(m) for m in method_names]
+    out = {}
+    simulated = [m for m in methods if m.parametric is None]
+    if simulated:
+        start = time.perf_counter()
+        needs = any(m.uses_backbone for m in simulated)
+        runs = sim_run.run_simulated_many(simulated, rules, model if needs else None, tasks,
+                                          list(seeds), root_key, params)
+        seconds = (time.perf_counter() - start) / len(simulated)
+        for m, run in zip(simulated, runs):
+            out[m.name] = (sim_run.records_to_events(run, "ood" if split == "test_ood" else "id"),
+                           seconds)
+    for m in methods:
+        if m.parametric is not None:
+            from bsjax.gilp.planners import parametric_episodes as PE
+            start = time.perf_counter()
+            records = PE.run_parametric(m.name, rules, model, tasks, list(seeds), root_key)
+            out[m.name] = (PE.records_to_events(records, m.name, rules, split, tasks),
+                           time.perf_counter() - start)
+    return out
 
 
 def run(out: Path, work: Path, methods: Sequence[str], benches: Sequence[str],
@@ -90,16 +108,17 @@ def run(out: Path, work: Path, methods: Sequence[str], benches: Sequence[str],
     run_json.write_text(json.dumps(config, indent=1) + "\n")
     root = jax.random.key(run_seed)
     wall = {}
-    for method in methods:
-        for bench in benches:
-            for split in EVAL_SPLITS:
-                path = unit_path(out, method, bench, split)
-                if resume and path.exists():
-                    continue
-                tasks = eval_tasks(work, bench, split, profile)
-                rows, seconds = run_unit(method, bench, split, tasks, models[bench],
-                                         range(seeds), root, params)
-                _write_atomic(path, rows)
+    for bench in benches:
+        for split in EVAL_SPLITS:
+            todo = [m for m in methods
+                    if not (resume and unit_path(out, m, bench, split).exists())]
+            if not todo:
+                continue
+            tasks = eval_tasks(work, bench, split, profile)
+            units = run_units(todo, bench, split, tasks, models[bench], range(seeds), root, params)
+            for method in todo:
+                rows, seconds = units[get_method(method).name]
+                _write_atomic(unit_path(out, method, bench, split), rows)
                 wall[f"{method}/{bench}/{split}"] = {
                     "seconds": round(seconds, 3),
                     "episodes": len({(r["task"], r["seed"]) for r in rows})}
@@ -146,4 +165,4 @@ def report(out: Path, wall: dict | None = None) -> dict:
     return summary
 
 
-__all__ = ["EVAL_SPLITS", "run", "run_unit", "report", "load_events", "unit_path"]
+__all__ = ["EVAL_SPLITS", "run", "run_unit", "run_units", "report", "load_events", "unit_path"]

@@ -222,19 +222,26 @@ def gate_decision(flags: GateFlags, cons, corrections_used, max_corrections: int
     - tau1: never correct; double iff cons < τ_high.
     - NoCorrGate: never correct, never double.
     """
+    mode = ("band", "always", "never").index(flags.correct)
+    return gate_decision_traced(mode, flags.double_rho, cons, corrections_used, max_corrections,
+                                tau_low, tau_high)
+
+
+def gate_decision_traced(correct_mode, double_rho, cons, corrections_used, max_corrections=1,
+                         tau_low=0.30, tau_high=0.70) -> tuple[jax.Array, jax.Array]:
+    """`gate_decision` with the flags as (possibly traced) values: `correct_mode` 0 band,
+    1 always, 2 never; `double_rho` bool. Thresholds may be traced too."""
     cons = jnp.asarray(cons, jnp.float32)
     budget = jnp.asarray(corrections_used) < max_corrections
-    if flags.correct == "band":
-        issue = budget & (band(cons, tau_low, tau_high) == CORRECT)
-    elif flags.correct == "always":
-        issue = budget
-    else:
-        issue = jnp.zeros_like(budget)
-    double = (flags.double_rho & ~issue & (band(cons, tau_low, tau_high) != ACCEPT))
+    mode = jnp.asarray(correct_mode)
+    in_band = band(cons, tau_low, tau_high)
+    issue = jnp.where(mode == 0, budget & (in_band == CORRECT), budget & (mode == 1))
+    double = jnp.asarray(double_rho, bool) & ~issue & (in_band != ACCEPT)
     return jnp.asarray(issue, bool), jnp.asarray(double, bool)
 
 
 def after_correction(flags: GateFlags, cons_after, tau_high: float = 0.70) -> jax.Array:
-    """After a correction call: double ρ̂ iff cons_after < τ_high (§4.6 step 3; off for NoCorrGate)."""
+    """After a correction call: double ρ̂ iff cons_after < τ_high (§4.6 step 3; off for NoCorrGate).
+    `flags` may be a `GateFlags` or anything with a (traced) `double_rho`."""
     cons_after = jnp.asarray(cons_after, jnp.float32)
     return jnp.asarray(flags.double_rho, bool) & (cons_after < tau_high - _EPS)

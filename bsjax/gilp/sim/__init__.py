@@ -3,8 +3,9 @@ and the batched episode runner."""
 
 from bsjax.gilp.sim.agent import SimState, StepKeys, StepRecord, init_state, sim_step
 from bsjax.gilp.sim.params import SimParams, default_params, load_params, save_params
-from bsjax.gilp.sim.run import SimRun, records_to_events, run_simulated
+from bsjax.gilp.sim.run import SimRun, records_to_events, run_simulated, run_simulated_many
 
 __all__ = ["SimParams", "SimRun", "SimState", "StepKeys", "StepRecord", "default_params",
-           "init_state", "load_params", "records_to_events", "run_simulated", "save_params",
+           "init_state", "load_params", "records_to_events", "run_simulated", "run_simulated_many",
+           "save_params",
            "sim_step"]

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from bsjax.gilp import config as C
 from bsjax.gilp.envs import common
 from bsjax.gilp.envs.common import Bench
-from bsjax.gilp.methods import MethodConfig
+from bsjax.gilp.methods import MethodConfig, MethodFlags, method_flags
 from bsjax.gilp.planners import gate
 from bsjax.gilp.planners.skeleton import Phase1, backbone_claims, score_candidates
 from bsjax.gilp.sim import choice
@@ -164,15 +164,26 @@ def _nan() -> jax.Array:
     return jnp.float32(jnp.nan)
 
 
-def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfig, params,
-                 model, bench: Bench, cfg: C.GilpConfig) -> dict:
-    """Events 1-4 and 7 on the agent side. Reads only `observe(G̃)` and Phase 1 on `observe(G)`."""
+def as_flags(method: MethodConfig | MethodFlags) -> MethodFlags:
+    """A method's traced flags (a `MethodConfig` is converted; flags pass through)."""
+    return method_flags(method) if isinstance(method, MethodConfig) else method
+
+
+def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfig | MethodFlags,
+                params, model, bench: Bench, cfg: C.GilpConfig) -> dict:
+    """Events 1-4 and 7 on the agent side. Reads only `observe(G̃)` and Phase 1 on `observe(G)`.
+
+    With a model, Phase 1 and every gate are computed and masked by the method's flags, so the
+    flags may be traced (one compile for all methods); without one (`model=None`) only the
+    gateless, skeleton-free path is traced.
+    """
+    method = as_flags(method)
     k_choose, k_draft, k_fresh, k_u = jax.random.split(key, 4)
     g_obs = common.observe(g)
     view = choice.belief_view(g, belief)
     acts, amask = bench.candidates(g_obs)
-    ph1: Phase1 | None = (score_candidates(model, bench, g_obs, method.skeleton_k)
-                          if method.uses_backbone else None)
+    ph1: Phase1 | None = (score_candidates(model, bench, g_obs, cfg.skeleton_k)
+                          if model is not None else None)
     j_tilde = choice.belief_values(bench, view, acts, amask, cfg)
     k = g.t + 1
     live_count = jnp.sum((belief != g.status) & g.nmask)
@@ -192,7 +203,7 @@ def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfi
     unif = lambda i: u[i]  # noqa: E731
     # Event 1: parse of the draft call (and GILP's re-prompt).
     fail1 = unif(0) < params.p_parse
-    gated = method.gated
+    gated = jnp.asarray(method.gated, bool) & (ph1 is not None)
     reprompt = fail1 & gated
     fail2 = reprompt & (unif(1) < params.p_parse)
     parsed = ~fail1 | (reprompt & ~fail2)
@@ -210,17 +221,16 @@ def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfi
                                  + params.conf_sd * _normal(u[2], u[3]), 0.0, 1.0)
     if ph1 is None:
         return out
-    out["n_rows"] = jnp.sum(ph1.in_skeleton).astype(jnp.int32) if method.skeleton else jnp.int32(0)
+    out["n_rows"] = jnp.where(method.skeleton, jnp.sum(ph1.in_skeleton), 0).astype(jnp.int32)
     cons = gate.jaccard(draft >= 0, ph1.changed[index])
-    out["cons"] = cons
-    out["rho_hat"] = out["rho_eff"] = ph1.risk[index]
-    if not gated:
-        return out
-    flags = method.gate
+    with_backbone = jnp.asarray(method.backbone, bool)
+    out["cons"] = jnp.where(with_backbone, cons, jnp.nan)
+    out["rho_hat"] = out["rho_eff"] = jnp.where(with_backbone, ph1.risk[index], jnp.nan)
     # Phase 3: consistency gate and (at most one) correction call.
-    issue, double = gate.gate_decision(flags, cons, reprompt.astype(jnp.int32),
-                                       method.max_corrections, method.tau_low, method.tau_high)
-    issue = issue & parsed
+    issue, double = gate.gate_decision_traced(method.correct_mode, method.double_rho, cons,
+                                              reprompt.astype(jnp.int32), method.max_corrections,
+                                              method.tau_low, method.tau_high)
+    issue = issue & parsed & gated
     corr_fail = issue & (unif(5) < params.p_parse)
     align = issue & ~corr_fail & (unif(6) < params.beta)
     alt, alt_ok = choice.best(j_tilde, ph1.in_skeleton & (ph1.p_valid >= 0.5))
@@ -228,15 +238,11 @@ def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfi
     index1 = jnp.where(align, revised, index)
     claim1 = jnp.where(align, grounded_all[revised], draft).astype(jnp.int8)
     cons_after = gate.jaccard(claim1 >= 0, ph1.changed[index1])
-    double = jnp.where(issue, gate.after_correction(flags, cons_after, method.tau_high), double)
+    double = jnp.where(issue, gate.after_correction(method, cons_after, method.tau_high), double)
     rho_hat = ph1.risk[index1]
     rho_eff = gate.rho_eff(rho_hat, double)
-    out.update(index=index1, revised=claim1, committed=claim1, corrected=issue, corr_fail=corr_fail,
-               cons_after=jnp.where(issue, cons_after, jnp.nan), rho_hat=rho_hat, rho_eff=rho_eff)
-    if not flags.risk_gate:
-        return out
     # Phase 4: risk gate.
-    high = parsed & (rho_eff > method.rho_th)
+    high = gated & method.risk_gate & parsed & (rho_eff > method.rho_th)
     low = gate.low_risk_subset(ph1.value, ph1.risk, ph1.p_valid, amask, index1, method.rho_th,
                                k=4)
     fired = high & jnp.any(low)
@@ -248,14 +254,18 @@ def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfi
     index2 = jnp.where(risk_fail, fallback, pick).astype(jnp.int32)
     fresh, _ = imagine(k_fresh, index2)
     fresh = jnp.where(risk_fail, -1, fresh).astype(jnp.int8)
-    out.update(index=jnp.where(fired, index2, index1),
-               committed=jnp.where(fired, fresh, claim1).astype(jnp.int8),
+    committed = jnp.where(fired, fresh, claim1).astype(jnp.int8)
+    keep = lambda gated_value, plain: jnp.where(gated, gated_value, plain)  # noqa: E731
+    out.update(index=keep(jnp.where(fired, index2, index1), index).astype(jnp.int32),
+               revised=keep(claim1, draft).astype(jnp.int8),
+               committed=keep(committed, draft).astype(jnp.int8), corrected=issue,
+               corr_fail=corr_fail, cons_after=jnp.where(issue, cons_after, jnp.nan),
+               rho_hat=keep(rho_hat, out["rho_hat"]), rho_eff=keep(rho_eff, out["rho_eff"]),
                risk_fired=fired, risk_empty=high & ~jnp.any(low), risk_fail=risk_fail)
     return out
 
 
-def _tokens(key: jax.Array, g: Graph, state: SimState, agent: dict, method: MethodConfig,
-            params) -> tuple[jax.Array, jax.Array, jax.Array]:
+def _tokens(key: jax.Array, g: Graph, state: SimState, agent: dict, params) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Event 6: `(calls, tok_in, tok_out)` summed over the step's calls."""
     made = jnp.stack([jnp.bool_(True), agent["reprompt"], agent["corrected"], agent["risk_fired"]])
     a0 = jnp.stack([params.tok_a0_draft, params.tok_a0_reparse, params.tok_a0_correct,
@@ -279,29 +289,31 @@ def _tokens(key: jax.Array, g: Graph, state: SimState, agent: dict, method: Meth
             jnp.sum(jnp.where(made, t_out, 0)).astype(jnp.int32))
 
 
-def sim_step(keys: StepKeys, state: SimState, method: MethodConfig, params, model, bench: Bench,
-             cfg: C.GilpConfig = C.GilpConfig()) -> tuple[SimState, StepRecord]:
+def sim_step(keys: StepKeys, state: SimState, method: MethodConfig | MethodFlags, params, model,
+             bench: Bench, cfg: C.GilpConfig = C.GilpConfig()) -> tuple[SimState, StepRecord]:
     """One simulated step of one episode (spec §5.2 events 1-7, §4.6). Both keys are consumed.
 
     Args:
       keys: `StepKeys(env, agent)` of this step (`bsjax.gilp.keys.env_key` / `agent_key`).
       state: the episode's `SimState`.
-      method: an LLM method or the Oracle reference (static).
+      method: an LLM method or the Oracle reference as a static `MethodConfig`, or an LLM
+        method's `MethodFlags` (traced: one compile serves every LLM method).
       params: `SimParams` (a pytree; traced).
       model: the backbone (`eqx.Module`), or None for methods without one.
       bench: the benchmark's rules (static).
-      cfg: value horizon and discount of J_K (static).
+      cfg: value horizon, discount and skeleton size (static).
     Returns:
       `(next state, StepRecord)`; a finished episode's state is returned unchanged with
       `record.active = False`.
     """
-    if method.parametric is not None:
+    oracle = isinstance(method, MethodConfig) and method.oracle
+    if isinstance(method, MethodConfig) and method.parametric is not None:
         raise ValueError(f"{method.name} is a parametric planner (bsjax.gilp.planners.parametric)")
     g, belief = state.g, state.belief
     n = g.status.shape[0]
     k_agent, k_tok, k_belief = jax.random.split(keys.agent, 3)
     none = jnp.full((n,), -1, jnp.int8)
-    if method.oracle:
+    if oracle:
         action = common.oracle_action(bench, g)
         agent = dict(parsed=jnp.bool_(True), draft=none, committed=none, parse_fail=jnp.bool_(False),
                      corrected=jnp.bool_(False), risk_fired=jnp.bool_(False),
@@ -309,10 +321,13 @@ def sim_step(keys: StepKeys, state: SimState, method: MethodConfig, params, mode
                      rho_eff=_nan(), event=jnp.bool_(False), slip=jnp.bool_(False),
                      confidence=_nan())
         calls = tok_in = tok_out = jnp.int32(0)
+        has_delta = False
     else:
-        agent = agent_phase(k_agent, g, belief, method, params, model, bench, cfg)
+        flags = as_flags(method)
+        agent = agent_phase(k_agent, g, belief, flags, params, model, bench, cfg)
         action = jnp.where(agent["parsed"], agent["acts"][agent["index"]], jnp.asarray(NOOP))
-        calls, tok_in, tok_out = _tokens(k_tok, g, state, agent, method, params)
+        calls, tok_in, tok_out = _tokens(k_tok, g, state, agent, params)
+        has_delta = flags.delta
     action = action.astype(jnp.int32)
     parsed = agent["parsed"]
     draft = jnp.where(parsed, agent["draft"], -1).astype(jnp.int8)
@@ -336,10 +351,10 @@ def sim_step(keys: StepKeys, state: SimState, method: MethodConfig, params, mode
     u_belief = jax.random.uniform(k_belief, (1 + n,))
     feedback = u_belief[0] < params.q_fb
     new_belief = jnp.where(feedback & is_arg, truth, new_belief)
-    q_rec = jnp.minimum(1.0, params.q_rec + (params.kappa_rec if method.has_delta else 0.0))
+    q_rec = jnp.minimum(1.0, params.q_rec + jnp.where(has_delta, params.kappa_rec, 0.0))
     recover = u_belief[1:] < q_rec
     new_belief = jnp.where(recover | ~g.nmask, truth, new_belief).astype(jnp.int8)
-    if method.oracle:
+    if oracle:
         new_belief = truth.astype(jnp.int8)
 
     success = info.done
@@ -354,7 +369,7 @@ def sim_step(keys: StepKeys, state: SimState, method: MethodConfig, params, mode
         risk_calls=state.risk_calls + agent["risk_fired"].astype(jnp.int32))
     alive = state.alive
     new_state = jax.tree_util.tree_map(lambda a, b: jnp.where(alive, a, b), stepped, state)
-    no_belief = method.oracle
+    no_belief = oracle
     gated_float = lambda name: jnp.where(parsed, jnp.asarray(agent[name], jnp.float32), jnp.nan)  # noqa: E731
     record = StepRecord(
         active=alive, t=g.t.astype(jnp.int32), action=action, noop=~parsed, valid=info.valid,

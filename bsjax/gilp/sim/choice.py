@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from bsjax.gilp import config as C
 from bsjax.gilp.envs import common
 from bsjax.gilp.envs.common import Bench
-from bsjax.gilp.methods import MethodConfig
+from bsjax.gilp.methods import MethodFlags
 from bsjax.gilp.planners.skeleton import Phase1
 from bsjax.gilp.sim.hallucinate import EVENT_DRAWS, hallucinate_u, p_halluc
 from bsjax.gilp.types import Graph
@@ -51,7 +51,7 @@ def index_of(acts: jax.Array, amask: jax.Array, action: jax.Array) -> jax.Array:
 
 
 def choose(key: jax.Array, bench: Bench, view: Graph, acts: jax.Array, amask: jax.Array,
-           j_tilde: jax.Array, ph1: Phase1 | None, method: MethodConfig, params
+           j_tilde: jax.Array, ph1: Phase1 | None, method: MethodFlags, params
            ) -> tuple[jax.Array, jax.Array]:
     """Event 2: semantic choice, slip and skeleton effects. The key is consumed.
 
@@ -70,25 +70,24 @@ def choose(key: jax.Array, bench: Bench, view: Graph, acts: jax.Array, amask: ja
     gumbel = -jnp.log(-jnp.log(u[5:]))                          # Gumbel-max = categorical
     slipped = jnp.argmax(jnp.where(amask, j_tilde / params.t_slip + gumbel, -jnp.inf))
     index = jnp.where(slip, slipped, semantic).astype(jnp.int32)
-    if ph1 is None or not method.skeleton:
+    if ph1 is None:
         return index, slip
+    # Every effect is computed and masked by its (possibly traced) flag, so one compile serves
+    # every method; the uniforms are the same draws whichever effects apply.
     skel = ph1.in_skeleton
-    # In-skeleton pull.
+    # In-skeleton pull (whenever a skeleton is shown).
     to, ok = best(j_tilde, skel)
-    pull = ~skel[index] & ok & (u[1] < params.eta_in)
+    pull = method.skeleton & ~skel[index] & ok & (u[1] < params.eta_in)
     index = jnp.where(pull, to, index)
-    if method.has_value:
-        top = ph1.rows[0]
-        swap = slip & (top >= 0) & (u[2] < params.eta_value)
-        index = jnp.where(swap, jnp.maximum(top, 0), index)
-    if method.has_validity:
-        to, ok = best(j_tilde, skel & (ph1.p_valid >= 0.5))
-        swap = (ph1.p_valid[index] < 0.5) & ok & (u[3] < params.eta_val)
-        index = jnp.where(swap, to, index)
-    if method.has_risk:
-        to, ok = best(j_tilde, skel & (ph1.risk <= method.rho_th))
-        swap = (ph1.risk[index] > method.rho_th) & ok & (u[4] < params.eta_risk)
-        index = jnp.where(swap, to, index)
+    top = ph1.rows[0]
+    swap = method.value & slip & (top >= 0) & (u[2] < params.eta_value)
+    index = jnp.where(swap, jnp.maximum(top, 0), index)
+    to, ok = best(j_tilde, skel & (ph1.p_valid >= 0.5))
+    swap = method.validity & (ph1.p_valid[index] < 0.5) & ok & (u[3] < params.eta_val)
+    index = jnp.where(swap, to, index)
+    to, ok = best(j_tilde, skel & (ph1.risk <= method.rho_th))
+    swap = method.risk & (ph1.risk[index] > method.rho_th) & ok & (u[4] < params.eta_risk)
+    index = jnp.where(swap, to, index)
     return index.astype(jnp.int32), slip
 
 
@@ -98,7 +97,7 @@ def claims_of(next_status: jax.Array, belief: jax.Array, nmask: jax.Array) -> ja
 
 
 def imagine(key: jax.Array, bench: Bench, view: Graph, action: jax.Array, in_skeleton: jax.Array,
-            grounded: jax.Array, k: jax.Array, live_count: jax.Array, method: MethodConfig,
+            grounded: jax.Array, k: jax.Array, live_count: jax.Array, method: MethodFlags,
             params) -> tuple[jax.Array, jax.Array]:
     """Event 3: the imagined delta of one reply for `action`. The key is consumed.
 
@@ -118,8 +117,7 @@ def imagine(key: jax.Array, bench: Bench, view: Graph, action: jax.Array, in_ske
     u = jax.random.uniform(key, (1 + EVENT_DRAWS,))   # one PRNG call site
     belief = view.status
     claim = claims_of(common.modal(bench, view, action).status, belief, view.nmask)
-    if method.has_delta:
-        ground = in_skeleton & (u[0] < params.eta_ground)
-        claim = jnp.where(ground, grounded, claim).astype(jnp.int8)
-    p_h = p_halluc(k, live_count, method.has_delta, params)
+    ground = method.delta & in_skeleton & (u[0] < params.eta_ground)
+    claim = jnp.where(ground, grounded, claim).astype(jnp.int8)
+    p_h = p_halluc(k, live_count, method.delta, params)
     return hallucinate_u(u[1:], claim, belief, view, action, p_h, params)

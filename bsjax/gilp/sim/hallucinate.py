@@ -31,18 +31,18 @@ FC, WE, DEP, VAL = 0, 1, 2, 3
 TYPE_NAMES = ("fc", "we", "dep", "val")
 
 
-def p_halluc(k: jax.Array, live_count: jax.Array, has_delta: bool, params) -> jax.Array:
+def p_halluc(k: jax.Array, live_count: jax.Array, has_delta, params) -> jax.Array:
     """`p_h = clip((h0 + h1·min(k−1, 9)/9 + h2·|F_t|)·(1 − κ_δ·[delta field]), 0, 0.95)`.
 
     Args:
       k: `[]` 1-based step index.
       live_count: `[]` number of live false atoms |F_t| at the step's start.
-      has_delta: the skeleton shows the predicted delta (static).
+      has_delta: `[]` bool the skeleton shows the predicted delta (may be traced).
       params: `SimParams`.
     """
     ramp = jnp.minimum(jnp.asarray(k, jnp.float32) - 1.0, 9.0) / 9.0
     base = params.h0 + params.h1 * ramp + params.h2 * jnp.asarray(live_count, jnp.float32)
-    scale = (1.0 - params.kappa_delta) if has_delta else 1.0
+    scale = jnp.where(jnp.asarray(has_delta, bool), 1.0 - params.kappa_delta, 1.0)
     return jnp.clip(base * scale, 0.0, 0.95)
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from bsjax.gilp import config as C
 from bsjax.gilp import keys as K
 from bsjax.gilp.envs.common import Bench
-from bsjax.gilp.methods import MethodConfig, get_method
+from bsjax.gilp.methods import MethodConfig, get_method, stack_flags
 from bsjax.gilp.sim.agent import StepKeys, StepRecord, init_state, sim_step
 from bsjax.gilp.sim.params import SimParams
 from bsjax.gilp.types import Graph, graph_from_np
@@ -59,32 +59,35 @@ class SimRun(NamedTuple):
     chunk_seconds: tuple[float, ...] = ()
 
 
-def batched_episodes(method: MethodConfig, bench: Bench, cfg: C.GilpConfig = C.GilpConfig()):
+def batched_episodes(method: MethodConfig | None, bench: Bench, cfg: C.GilpConfig = C.GilpConfig()):
     """The un-jitted batch function `(root, params, model, g0 [E], task [E], seed [E]) ->
     (final SimState [E], StepRecord [E, B_MAX, ...])`: a `lax.scan` over the B_MAX steps of
     `jax.vmap(sim_step)` over the E episodes.
+
+    With `method=None` the function takes a seventh argument, `flags`: `MethodFlags` with an
+    `[E]` axis (one LLM method per episode, traced), so one compile serves every LLM method.
 
     Finished episodes are masked no-ops inside `sim_step`; once every episode of the batch has
     finished, a batch-level `lax.cond` skips the remaining steps' work (records of skipped steps
     are inactive), which gives the same records as stepping them. Jit it, or wrap it in
     `chex.assert_max_traces` first.
     """
-    step = jax.vmap(lambda keys, state, params, model: sim_step(keys, state, method, params,
-                                                                model, bench, cfg),
-                    in_axes=(0, 0, None, None))
+    step = jax.vmap(lambda keys, state, params, model, flags: sim_step(
+        keys, state, method if flags is None else flags, params, model, bench, cfg),
+        in_axes=(0, 0, None, None, 0))
 
-    def run(root, params, model, g0, task, seed):
+    def run(root, params, model, g0, task, seed, flags=None):
         states = jax.vmap(lambda g: init_state(bench, g))(g0)
         steps = jnp.arange(C.B_MAX)
         per_step = lambda fn: jax.vmap(  # noqa: E731
             lambda t: jax.vmap(lambda i, s: fn(root, bench.name, i, s, t))(task, seed))(steps)
         env, agent = per_step(K.env_key), per_step(K.agent_key)         # [B_MAX, E] keys
-        blank = jax.eval_shape(lambda st: step(StepKeys(env[0], agent[0]), st, params, model)[1],
-                               states)
+        blank = jax.eval_shape(
+            lambda st: step(StepKeys(env[0], agent[0]), st, params, model, flags)[1], states)
 
         def body(states, step_keys):
             def go(states):
-                return step(StepKeys(*step_keys), states, params, model)
+                return step(StepKeys(*step_keys), states, params, model, flags)
 
             def skip(states):
                 return states, jax.tree_util.tree_map(lambda x: jnp.zeros(x.shape, x.dtype), blank)
@@ -98,20 +101,70 @@ def batched_episodes(method: MethodConfig, bench: Bench, cfg: C.GilpConfig = C.G
 
 
 @functools.lru_cache(maxsize=None)
-def episode_fn(method: MethodConfig, bench: Bench, cfg: C.GilpConfig = C.GilpConfig()):
-    """`jax.jit(batched_episodes(...))`, cached per (method, benchmark, config)."""
+def episode_fn(method: MethodConfig | None, bench: Bench, cfg: C.GilpConfig = C.GilpConfig()):
+    """`jax.jit(batched_episodes(...))`, cached per (method, benchmark, config); `method=None`
+    gives the traced-flags function shared by every LLM method."""
     return jax.jit(batched_episodes(method, bench, cfg))
+
+
+def chunk_size(total: int, episode_chunk: int = EPISODE_CHUNK) -> int:
+    """Episodes per compiled call: the next power of two ≥ `total`, at most `episode_chunk`, so
+    runs of similar size (a benchmark's ID and OOD splits) share one compile."""
+    return min(int(episode_chunk), 1 << max(0, int(total) - 1).bit_length())
 
 
 def _as_graph(tasks) -> Graph:
     return tasks if isinstance(tasks, Graph) else graph_from_np(tasks)
 
 
+def _episodes(tasks, seeds: Sequence[int], task_ids: Sequence[int] | None):
+    """`(graphs, ids [T], task_index [T·S], seed_of [T·S])`: task-major episodes."""
+    graphs = _as_graph(tasks)
+    n_tasks = int(graphs.status.shape[0])
+    seeds = np.asarray(list(seeds), np.int32)
+    ids = np.arange(n_tasks) if task_ids is None else np.asarray(list(task_ids))
+    if len(ids) != n_tasks:
+        raise ValueError(f"task_ids has {len(ids)} entries for {n_tasks} tasks")
+    if n_tasks == 0 or len(seeds) == 0:
+        raise ValueError("no episodes to run (no tasks or no seeds)")
+    return graphs, ids, np.repeat(np.arange(n_tasks), len(seeds)), np.tile(seeds, n_tasks)
+
+
+def _chunked(fn, root_key, params, model, graphs, ids, task_index, seed_of, flags,
+             episode_chunk: int):
+    """Run `fn` over the episodes in fixed-size chunks (the last one padded by repeating its
+    last episode); returns `(host records [E, B_MAX, ...], chunk seconds)`."""
+    total = len(task_index)
+    chunk = chunk_size(total, episode_chunk)
+    parts, chunk_seconds = [], []
+    for lo in range(0, total, chunk):
+        tick = time.perf_counter()
+        sel = np.arange(lo, lo + chunk).clip(max=total - 1)
+        g0 = jax.tree_util.tree_map(lambda x: x[task_index[sel]], graphs)
+        args = (root_key, params, model, g0, jnp.asarray(ids[task_index[sel]], jnp.int32),
+                jnp.asarray(seed_of[sel], jnp.int32))
+        if flags is not None:
+            args += (jax.tree_util.tree_map(lambda x: jnp.asarray(x[sel]), flags),)
+        _, rec = fn(*args)
+        keep = min(chunk, total - lo)
+        parts.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[:keep], jax.device_get(rec)))
+        chunk_seconds.append(time.perf_counter() - tick)
+    return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *parts), chunk_seconds
+
+
+def _resolve(method) -> MethodConfig:
+    method = method if isinstance(method, MethodConfig) else get_method(method)
+    if method.parametric is not None:
+        raise ValueError(f"{method.name} is a parametric planner; run it with "
+                         "bsjax.gilp.planners.parametric")
+    return method
+
+
 def run_simulated(method_name: str | MethodConfig, bench: Bench, model, tasks, seeds: Sequence[int],
                   root_key: jax.Array, params: SimParams | None = None,
                   cfg: C.GilpConfig = C.GilpConfig(), task_ids: Sequence[int] | None = None,
                   episode_chunk: int = EPISODE_CHUNK) -> SimRun:
-    """Simulate a method on every (task, seed) episode.
+    """Simulate one method on every (task, seed) episode, compiled for that method alone.
 
     Args:
       method_name: a method of the registry (an LLM method or "Oracle"), or a `MethodConfig`
@@ -125,49 +178,74 @@ def run_simulated(method_name: str | MethodConfig, bench: Bench, model, tasks, s
       cfg: static configuration (J_K horizon and discount).
       task_ids: ids folded into the keys and written to events (default 0..T-1: the index
         within the split).
-      episode_chunk: episodes per compiled call (smaller runs use one chunk of their size).
+      episode_chunk: at most this many episodes per compiled call (`chunk_size`).
     Returns:
       `SimRun` with host records `[E, B_MAX, ...]`, E = T·len(seeds).
     """
-    method = method_name if isinstance(method_name, MethodConfig) else get_method(method_name)
-    if method.parametric is not None:
-        raise ValueError(f"{method.name} is a parametric planner; run it with "
-                         "bsjax.gilp.planners.parametric")
+    method = _resolve(method_name)
     if method.uses_backbone and model is None:
         raise ValueError(f"{method.name} needs a backbone model")
     params = SimParams() if params is None else params
-    graphs = _as_graph(tasks)
-    n_tasks = int(graphs.status.shape[0])
-    seeds = np.asarray(list(seeds), np.int32)
-    ids = np.arange(n_tasks) if task_ids is None else np.asarray(list(task_ids))
-    if len(ids) != n_tasks:
-        raise ValueError(f"task_ids has {len(ids)} entries for {n_tasks} tasks")
-    task_index = np.repeat(np.arange(n_tasks), len(seeds))
-    seed_of = np.tile(seeds, n_tasks)
-    total = len(task_index)
-    if total == 0:
-        raise ValueError("no episodes to run (no tasks or no seeds)")
-    chunk = min(int(episode_chunk), total)
+    graphs, ids, task_index, seed_of = _episodes(tasks, seeds, task_ids)
     fn = episode_fn(method, bench, cfg)
     model = model if method.uses_backbone else None
     start = time.perf_counter()
-    parts, chunk_seconds = [], []
-    for lo in range(0, total, chunk):
-        tick = time.perf_counter()
-        sel = np.arange(lo, lo + chunk).clip(max=total - 1)
-        g0 = jax.tree_util.tree_map(lambda x: x[task_index[sel]], graphs)
-        _, rec = fn(root_key, params, model, g0, jnp.asarray(ids[task_index[sel]], jnp.int32),
-                    jnp.asarray(seed_of[sel], jnp.int32))
-        keep = min(chunk, total - lo)
-        parts.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[:keep], jax.device_get(rec)))
-        chunk_seconds.append(time.perf_counter() - tick)
-    records = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *parts)
-    seconds = time.perf_counter() - start
-    horizons = np.asarray(graphs.horizon)[task_index]
+    records, chunk_seconds = _chunked(fn, root_key, params, model, graphs, ids, task_index,
+                                      seed_of, None, episode_chunk)
     return SimRun(method=method.name, bench=bench.name, kind=method.kind,
                   task=ids[task_index].astype(np.int64), task_index=task_index, seed=seed_of,
-                  H=horizons.astype(np.int64), records=records, seconds=seconds,
-                  chunk_seconds=tuple(chunk_seconds))
+                  H=np.asarray(graphs.horizon)[task_index].astype(np.int64), records=records,
+                  seconds=time.perf_counter() - start, chunk_seconds=tuple(chunk_seconds))
+
+
+def run_simulated_many(methods: Sequence[str | MethodConfig], bench: Bench, model, tasks,
+                       seeds: Sequence[int], root_key: jax.Array, params: SimParams | None = None,
+                       cfg: C.GilpConfig = C.GilpConfig(), task_ids: Sequence[int] | None = None,
+                       episode_chunk: int = EPISODE_CHUNK) -> list[SimRun]:
+    """Simulate several methods on the same episodes with one compiled function.
+
+    LLM methods run together through the traced-flags simulator (their episodes are stacked
+    method-major and chunked; every method sees the same common random numbers), so adding a
+    method costs run time, not a compile. The Oracle row runs on its own static path. The
+    records equal `run_simulated`'s method by method (same keys, same rules); `SimRun.seconds`
+    is the shared wall time split by episode count.
+
+    Args: as `run_simulated`, with `methods` a list; `model` is required when any method uses
+      the backbone (the LLM methods then all run with Phase 1 computed and masked by flag).
+    Returns:
+      one `SimRun` per method, in the order given.
+    """
+    resolved = [_resolve(m) for m in methods]
+    if not resolved:
+        raise ValueError("no methods to run")
+    if any(m.uses_backbone for m in resolved) and model is None:
+        raise ValueError("a backbone model is needed for " + ", ".join(
+            m.name for m in resolved if m.uses_backbone))
+    llm = [m for m in resolved if m.llm]
+    if model is None or len(llm) < 2:  # nothing to share: the per-method compile is smaller
+        return [run_simulated(m, bench, model, tasks, seeds, root_key, params, cfg, task_ids,
+                              episode_chunk) for m in resolved]
+    params = SimParams() if params is None else params
+    graphs, ids, task_index, seed_of = _episodes(tasks, seeds, task_ids)
+    per_method = len(task_index)
+    flags = stack_flags(llm)
+    which = np.repeat(np.arange(len(llm)), per_method)
+    episode_flags = jax.tree_util.tree_map(lambda x: x[which], flags)
+    start = time.perf_counter()
+    records, _ = _chunked(episode_fn(None, bench, cfg), root_key, params, model, graphs, ids,
+                          np.tile(task_index, len(llm)), np.tile(seed_of, len(llm)),
+                          episode_flags, episode_chunk)
+    seconds = (time.perf_counter() - start) / len(llm)
+    runs = {}
+    for i, m in enumerate(llm):
+        part = jax.tree_util.tree_map(lambda x: x[i * per_method:(i + 1) * per_method], records)
+        runs[m.name] = SimRun(method=m.name, bench=bench.name, kind=m.kind,
+                              task=ids[task_index].astype(np.int64), task_index=task_index,
+                              seed=seed_of, H=np.asarray(graphs.horizon)[task_index].astype(
+                                  np.int64), records=part, seconds=seconds)
+    return [runs[m.name] if m.llm else run_simulated(m, bench, None, tasks, seeds, root_key,
+                                                     params, cfg, task_ids, episode_chunk)
+            for m in resolved]
 
 
 # ---------------------------------------------------------------------------------------------
