@@ -1,5 +1,6 @@
 """GILP tables T1, T2, T3, T5 (+ T5b) and T6 (spec/gilp.md §7), built from summarised metrics
-(`bsjax.gilp.metrics.summarise`: {method: metrics}) and written as `table_N.md` + `table_N.csv`.
+(`bsjax.gilp.metrics.summarise`: {method: metrics}), T4 from a backbone table and T7 from a
+real-LLM run (`real_by_benchmark`), written as `table_N.md` + `table_N.csv`.
 
 Each measured column with a value in §1.2 has a `paper` column beside it (`bsjax.gilp.
 paper_numbers`); [rev] (secondary) paper values are marked † in Markdown and listed in the CSV's
@@ -13,6 +14,8 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import json
+import tempfile
 from pathlib import Path
 
 from bsjax.gilp import config as C
@@ -80,6 +83,7 @@ class Table:
 _SCALAR_FORMATS = {
     "f3": "{:.3f}".format, "f2": "{:.2f}".format, "sec": "{:.2f}".format,
     "tok": lambda value: f"{value / 1000:.1f}k", "usd": "${:.2f}".format,
+    "g3": "{:.3g}".format, "pct": "{:+.0f}%".format,
 }
 
 
@@ -88,8 +92,8 @@ def _md(value, fmt: str) -> str:
         return DASH
     if fmt.startswith("paper"):
         return _md(value.value, fmt.split("_", 1)[1]) + (REV_MARK if value.rev else "")
-    if isinstance(value, float) and abs(value) < 5e-4:
-        value = 0.0  # no "-0.000"
+    if isinstance(value, float) and abs(value) < 5e-4 and fmt != "g3":
+        value = 0.0  # no "-0.000" (g3 keeps small MSEs)
     if fmt in _SCALAR_FORMATS:
         return _SCALAR_FORMATS[fmt](value)
     if fmt == "ci":
@@ -295,6 +299,156 @@ def table6(summary: dict, methods=T6_METHODS, k_max: int = 10) -> Table:
     return Table("table_6", "Table 6 — error proxies at H = 10", cols, rows, notes)
 
 
+T4_BACKBONES = ("MLP", "GCN", "MPNN", "GPS", "ActionNode", "ErrorAware")
+T4_FIELDS = ("params", "node_mse", "delta_acc_all", "delta_acc_changed", "valid_acc",
+             "trans_acc_id", "trans_acc_ood", "standalone_sr", "hybrid_sr", "hybrid_hsr",
+             "train_seconds", "steps_per_second")
+
+
+def table4(backbones: dict) -> Table:
+    """T4 backbones. `backbones[scope][backbone]` = {field: value or None} for the T4_FIELDS,
+    scope a benchmark or "pooled" (a flat {backbone: {...}} is read as "pooled"). Every scope
+    lists the six spec backbones (unmeasured: —) plus any others given; paper values (§1.2,
+    pooled) sit beside the pooled rows."""
+    if not any(k == "pooled" or k in C.BENCHMARKS for k in backbones):
+        backbones = {"pooled": backbones}
+    cols = [Column("scope", "benchmark", "str"), Column("backbone", "backbone", "str"),
+            Column("params", "params", "int"), Column("node_mse", "NodeMSE", "g3"),
+            Column("delta_acc_all", "DeltaAcc-all"), Column("delta_acc_changed", "DeltaAcc-changed"),
+            Column("valid_acc", "ValidAcc"), Column("trans_acc_id", "TransAcc ID"),
+            Column("paper_trans_acc", "paper", "paper_f3"), Column("trans_acc_ood", "TransAcc OOD"),
+            Column("standalone_sr", "standalone SR (MPC)"),
+            Column("paper_standalone_sr", "paper", "paper_f3"),
+            Column("hybrid_sr", "hybrid SR"), Column("paper_hybrid_sr", "paper", "paper_f3"),
+            Column("hybrid_hsr", "hybrid HSR"), Column("paper_hybrid_hsr", "paper", "paper_f3"),
+            Column("train_seconds", "train (s)", "sec"), Column("steps_per_second", "steps/s", "f2")]
+    scopes = [b for b in C.BENCHMARKS if b in backbones] + ["pooled"] * ("pooled" in backbones)
+    scopes += [k for k in backbones if k not in scopes]
+    rows = []
+    for scope in scopes:
+        given = backbones[scope]
+        for name in [*T4_BACKBONES, *(b for b in given if b not in T4_BACKBONES)]:
+            row = {"scope": scope, "backbone": name,
+                   **{k: (given.get(name) or {}).get(k) for k in T4_FIELDS}}
+            if scope == "pooled":
+                for key in ("trans_acc", "standalone_sr", "hybrid_sr", "hybrid_hsr"):
+                    row[f"paper_{key}"] = _paper(PN.TABLE4, name, key)
+            rows.append(row)
+    notes = ["Standalone SR: Parametric-WM-MPC with that backbone; hybrid SR / HSR: Hybrid-Full "
+             "with that backbone as the skeleton provider (bsjax reading, spec §5.5). Paper "
+             "TransAcc is printed beside TransAcc ID. The paper gives no values for GCN, "
+             "ActionNode or ErrorAware. —: not measured."]
+    return Table("table_4", "Table 4 — backbones", cols, rows, notes)
+
+
+T7_ARMS = ("Agent-Replan", "GILP")
+T7_SUBSET = "taskgraph n=5"
+
+
+def _delta_pct(agent, gilp) -> float | None:
+    return None if agent in (None, 0) or gilp is None else 100.0 * (gilp - agent) / agent
+
+
+def _paper7(scope: str) -> dict:
+    """Table 7's paper cells of one scope (the n = 5 calibration subset has HSRs only)."""
+    if scope == T7_SUBSET:
+        sub = PN.TABLE7_CALIBRATION_SUBSET
+        return {"paper_n": f"{sub['n']}/{sub['n']}", "paper_hsr_agent": PN.P(sub["hsr_agent"]),
+                "paper_hsr_gilp": PN.P(sub["hsr_gilp"])}
+    ref = PN.TABLE7.get(scope)
+    if ref is None:
+        return {}
+    return {"paper_n": "/".join(map(str, ref["n"])), "paper_sr": PN.P(PN.TABLE7_SR),
+            "paper_hsr_agent": PN.P(ref["hsr_agent"][0]), "paper_hsr_agent_ci": ref["hsr_agent"][1:],
+            "paper_hsr_gilp": PN.P(ref["hsr_gilp"][0]), "paper_hsr_gilp_ci": ref["hsr_gilp"][1:],
+            "paper_delta_pct": PN.P(ref["delta_pct"]), "paper_tok_agent": PN.P(ref["tok"][0]),
+            "paper_tok_gilp": PN.P(ref["tok"][1])}
+
+
+def table7(real: dict) -> Table:
+    """T7 real-LLM validation. `real[scope][method]` = a `bsjax.gilp.real.summarise_real` entry
+    (n, sr, sr_ci, hsr, hsr_ci, tok_task, corr_rate, json_fail_rate, timeouts, usd_task,
+    usd_1k_gpt4o_mini) for the arms Agent-Replan and GILP; scope a benchmark, "pooled" or
+    "taskgraph n=5" (see `real_by_benchmark`). Δ% = 100·(HSR_GILP − HSR_agent)/HSR_agent."""
+    cols = [Column("scope", "benchmark", "str"), Column("n", "n (agent/GILP)", "str"),
+            Column("paper_n", "paper", "str")]
+    label = {"agent": "agent", "gilp": "GILP"}
+    for arm in ("agent", "gilp"):
+        cols += [Column(f"sr_{arm}", f"SR {label[arm]}"),
+                 Column(f"sr_{arm}_ci", "Wilson 95%", "ci")]
+    cols.append(Column("paper_sr", "paper", "paper_f3"))
+    for arm in ("agent", "gilp"):
+        cols += [Column(f"hsr_{arm}", f"HSR {label[arm]}"), Column(f"hsr_{arm}_ci", "95% CI", "ci"),
+                 Column(f"paper_hsr_{arm}", "paper", "paper_f3"),
+                 Column(f"paper_hsr_{arm}_ci", "paper CI", "ci")]
+    cols += [Column("delta_pct", "Δ%", "pct"), Column("paper_delta_pct", "paper", "paper_pct")]
+    for arm in ("agent", "gilp"):
+        cols += [Column(f"tok_{arm}", f"Tok/Task {label[arm]}", "tok"),
+                 Column(f"paper_tok_{arm}", "paper", "paper_tok")]
+    cols += [Column("corr_rate", "correction rate (GILP)"),
+             Column("json_fail_agent", "JSON-fail agent"), Column("json_fail_gilp", "JSON-fail GILP"),
+             Column("timeouts_agent", "timeouts agent", "int"),
+             Column("timeouts_gilp", "timeouts GILP", "int"),
+             Column("usd_1k_run", "$/1k tasks (run)", "usd"),
+             Column("usd_1k_gpt4o_mini", "$/1k tasks GPT-4o-mini", "usd")]
+    scopes = [b for b in (*C.BENCHMARKS, "pooled", T7_SUBSET) if b in real]
+    rows = []
+    for scope in scopes + [k for k in real if k not in scopes]:
+        agent, gilp = (real[scope].get(m) or {} for m in T7_ARMS)
+        arms = {"agent": agent, "gilp": gilp}
+        row = {"scope": scope, "n": f"{agent.get('n', 0)}/{gilp.get('n', 0)}",
+               "delta_pct": _delta_pct(agent.get("hsr"), gilp.get("hsr")),
+               "corr_rate": gilp.get("corr_rate"), **_paper7(scope)}
+        usd = [s.get("usd_task") for s in arms.values() if s]
+        gpt = [s.get("usd_1k_gpt4o_mini") for s in arms.values() if s]
+        # One figure per scope: both arms' tasks together, per 1k tasks.
+        row["usd_1k_run"] = None if not usd or None in usd else 1000 * sum(usd) / len(usd)
+        row["usd_1k_gpt4o_mini"] = None if not gpt or None in gpt else sum(gpt) / len(gpt)
+        for arm, s in arms.items():
+            row.update({f"sr_{arm}": s.get("sr"), f"sr_{arm}_ci": s.get("sr_ci"),
+                        f"hsr_{arm}": s.get("hsr"), f"hsr_{arm}_ci": s.get("hsr_ci"),
+                        f"tok_{arm}": s.get("tok_task"), f"json_fail_{arm}": s.get("json_fail_rate"),
+                        f"timeouts_{arm}": s.get("timeouts")})
+        rows.append(row)
+    notes = ["Real LLM path (a local model instead of GPT-4o-mini; `paper`: GPT-4o-mini, §5.9). "
+             "SR: Wilson 95% CI; HSR CI from per-episode variance. Δ% = 100·(HSR GILP − HSR "
+             "agent) / HSR agent. $ columns average the two arms; the run's price row is $0 for "
+             "a local model; GPT-4o-mini at $0.15 / $0.60 per million tokens in / out. "
+             f"`{T7_SUBSET}`: the first 5 TaskGraph tasks (paper: the calibration subset)."]
+    return Table("table_7", "Table 7 — real-LLM validation", cols, rows, notes)
+
+
+def real_by_benchmark(events_path: str | Path, subset: int = 5) -> dict[str, dict]:
+    """Table 7's input from a real run's `events.jsonl` (+ `episodes.jsonl` sidecar):
+    {bench: summarise_real, "pooled": ..., "taskgraph n=5": the first `subset` TaskGraph task
+    ids}. Each part is summarised by `summarise_real` itself from a filtered copy."""
+    from bsjax.gilp import events as E
+    from bsjax.gilp import real as R
+    path = Path(events_path)
+    path = path / E.EVENTS_FILE if path.is_dir() else path
+    rows = E.read_events(path)
+    side_path = path.with_name(R.SIDECAR)
+    side = [json.loads(line) for line in side_path.read_text().splitlines()
+            if line.strip()] if side_path.exists() else []
+    first = sorted({r["task"] for r in rows if r["bench"] == "taskgraph"})[:subset]
+    parts = {b: lambda r, b=b: r["bench"] == b for b in C.BENCHMARKS}
+    parts[T7_SUBSET] = lambda r: r["bench"] == "taskgraph" and r["task"] in first
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for scope, keep in parts.items():
+            part = [r for r in rows if keep(r)]
+            if not part or (scope == T7_SUBSET and len(first) < subset):
+                continue
+            folder = Path(tmp) / scope.replace(" ", "_").replace("=", "")
+            folder.mkdir()
+            E.write_events(folder / E.EVENTS_FILE, part)
+            (folder / R.SIDECAR).write_text("".join(json.dumps(s) + "\n" for s in side if keep(s)))
+            out[scope] = R.summarise_real(folder / E.EVENTS_FILE)
+    if rows:
+        out["pooled"] = R.summarise_real(path)
+    return out
+
+
 def write_table(table: Table, out_dir: str | Path) -> list[Path]:
     """Writes `NAME.md` and `NAME.csv` into `out_dir`; returns both paths."""
     out = Path(out_dir)
@@ -305,16 +459,24 @@ def write_table(table: Table, out_dir: str | Path) -> list[Path]:
     return [md, cv]
 
 
-def build_tables(summary: dict, tau_sweep: dict | None = None,
-                 wall: dict | None = None) -> list[Table]:
-    """T1, T2, T3, T5, T6 (and T5b when a τ_low sweep is given) from one summary."""
-    tables = [table1(summary), table2(summary), table3(summary, wall=wall), table5(summary)]
+def build_tables(summary: dict, tau_sweep: dict | None = None, wall: dict | None = None,
+                 backbones: dict | None = None, real: dict | None = None) -> list[Table]:
+    """T1, T2, T3, T5, T6 from one summary; T4 with a backbone table, T5b with a τ_low sweep,
+    T7 with a real-run summary (`real_by_benchmark`)."""
+    tables = [table1(summary), table2(summary), table3(summary, wall=wall)]
+    if backbones:
+        tables.append(table4(backbones))
+    tables.append(table5(summary))
     if tau_sweep:
         tables.append(table5b(tau_sweep))
     tables.append(table6(summary))
+    if real:
+        tables.append(table7(real))
     return tables
 
 
 def write_tables(summary: dict, out_dir: str | Path, tau_sweep: dict | None = None,
-                 wall: dict | None = None) -> list[Path]:
-    return [p for t in build_tables(summary, tau_sweep, wall) for p in write_table(t, out_dir)]
+                 wall: dict | None = None, backbones: dict | None = None,
+                 real: dict | None = None) -> list[Path]:
+    return [p for t in build_tables(summary, tau_sweep, wall, backbones, real)
+            for p in write_table(t, out_dir)]

@@ -1,0 +1,223 @@
+"""GILP figures F1, F2, F4, F5, F6 and tables T4, T7 on hand-built event rows (spec/gilp.md §7)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from bsjax.gilp import events as E
+from bsjax.gilp import metrics as M
+from bsjax.report import gilp_figures as F
+from bsjax.report import gilp_tables as T
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def row(**kw) -> dict:
+    """A valid event row; keyword arguments override fields."""
+    base = dict(method="Agent-Replan", bench="taskgraph", task=0, split="id", H=3, seed=0, t=0,
+                action="execute(node_1)", valid=True, calls=1, tok_in=100, tok_out=50,
+                draft_atoms=[], committed_atoms=[], halluc_draft=[], halluc_committed=[],
+                cons=None, cons_after=None, corrected=False, rho_hat=None, rho_eff=None,
+                risk_fired=False, rho_star=0.0, bad_outcome=False, live_false_atoms=0,
+                parse_fail=False, fallback=False, done=False, success=False, dead_end=False)
+    base.update(kw)
+    base["draft_atoms"], base["halluc_draft"] = base["committed_atoms"], base["halluc_committed"]
+    return base
+
+
+def episode(method: str, task: int, H: int, success: bool, halluc_every: int,
+            tokens: int = 150) -> list[dict]:
+    """H steps, one committed atom per step; every `halluc_every`-th step's atom is hallucinated
+    and its action invalid (0: never). Parametric planners (tokens = 0) make no calls."""
+    out = []
+    for t in range(H):
+        bad = bool(halluc_every) and (t + 1) % halluc_every == 0
+        out.append(row(method=method, task=task, H=H, t=t, valid=not bad,
+                       calls=1 if tokens else 0, tok_in=tokens * 2 // 3, tok_out=tokens // 3,
+                       committed_atoms=[[t, "completed"]], halluc_committed=[int(bad)],
+                       done=t == H - 1, success=t == H - 1 and success))
+    return out
+
+
+# (method, tokens per step, hallucinate every k-th step, successes out of 8)
+METHODS = [("Agent-Replan", 150, 2, 4), ("Parametric-WM-MPC", 0, 4, 3),
+           ("Hybrid-Full", 180, 3, 5), ("GILP", 200, 5, 7), ("GILP-NoCorrGate", 180, 4, 6),
+           ("GILP-tau0", 260, 6, 7)]
+HORIZONS = (2, 3, 5, 6, 8, 9, 12, 15)
+
+
+def make_rows() -> list[dict]:
+    rows = []
+    for method, tokens, every, wins in METHODS:
+        for i, h in enumerate(HORIZONS):
+            rows += episode(method, i, h, i < wins, every, tokens)
+    return rows
+
+
+@pytest.fixture(scope="module")
+def data():
+    rows = make_rows()
+    return rows, M.summarise(rows)
+
+
+def is_png(path) -> bool:
+    return path.is_file() and path.stat().st_size > 0 and path.read_bytes()[:8] == PNG_MAGIC
+
+
+BACKBONES = {
+    "taskgraph": {"MPNN": {"params": 75_000, "node_mse": 0.0004, "standalone_sr": 0.6,
+                           "hybrid_sr": 0.8}},
+    "pooled": {"MLP": {"params": 79_000, "node_mse": 0.012, "trans_acc_id": 0.9,
+                       "standalone_sr": 0.5, "hybrid_sr": None, "hybrid_hsr": 0.07},
+               "MPNN": {"params": 75_000, "trans_acc_id": 0.99, "standalone_sr": 0.58,
+                        "hybrid_sr": 0.79, "hybrid_hsr": 0.06}},
+}
+
+
+# --- figures -------------------------------------------------------------------------------------
+
+def test_write_figures_writes_every_png(data, tmp_path):
+    rows, summary = data
+    paths = F.write_figures(summary, tmp_path, backbones=BACKBONES, rows=rows)
+    assert [p.name for p in paths] == [F.FILES[k] for k in ("f1", "f2", "f4", "f5", "f6")]
+    assert all(is_png(p) for p in paths)
+
+
+def test_summary_json_dict_and_run_dir_inputs(data, tmp_path):
+    rows, summary = data
+    run = tmp_path / "run"
+    (run / "events").mkdir(parents=True)
+    E.write_events(run / "events" / "GILP__taskgraph__test_id.jsonl",
+                   [r for r in rows if r["method"] == "GILP"])
+    (run / "summary.json").write_text(json.dumps({"pooled": summary, "wall": {}}))
+    assert F.pooled_summary(run).keys() == summary.keys()
+    assert {r["method"] for r in F.run_rows(run, F.F6_METHODS)} == {"GILP"}
+    paths = F.write_figures(run, tmp_path / "figs")               # no backbones: no F4
+    assert [p.name for p in paths] == [F.FILES[k] for k in ("f1", "f2", "f5", "f6")]
+    assert all(is_png(p) for p in paths)
+
+
+def test_absent_methods_skipped_and_nothing_drawn(data, tmp_path):
+    _, summary = data
+    only_mpc = {"Parametric-WM-MPC": summary["Parametric-WM-MPC"]}
+    paths = F.write_figures(only_mpc, tmp_path)
+    # F5 (GILP variants) and F6 (Agent-Replan / Hybrid-Full / GILP) have nothing to draw.
+    assert [p.name for p in paths] == [F.FILES["f1"], F.FILES["f2"]]
+    assert not (tmp_path / F.FILES["f5"]).exists() and not (tmp_path / F.FILES["f6"]).exists()
+    assert F.f1_horizons(only_mpc, tmp_path / "x.png", methods=("GILP", "Hybrid-Full")) is None
+    assert F.write_figures({}, tmp_path / "empty", backbones={"pooled": {}}) == []
+    assert not list((tmp_path / "empty").glob("*.png"))
+    # A backbone with no SR at all is not drawn; one with a single measured SR is.
+    assert F.f4_backbones({"GCN": {"params": 1}}, tmp_path / "b.png") is None
+    assert is_png(F.f4_backbones({"GCN": {"hybrid_sr": 0.7}}, tmp_path / "b.png"))
+
+
+def test_pareto_front_and_indep_curve():
+    points = [("a", 10, 0.5), ("b", 100, 0.7), ("c", 200, 0.6), ("d", 50, 0.5), ("e", 300, 0.9)]
+    assert [p[0] for p in F.pareto_front(points)] == ["a", "b", "e"]
+    curve = F.indep_curve([0.1, 0.2, {"p": 0.5}, None, 0.1])
+    assert curve[:3] == pytest.approx([0.1, 1 - 0.9 * 0.8, 1 - 0.9 * 0.8 * 0.5])
+    assert curve[3:] == [None, None]
+    p10 = [0.1] * 10
+    assert F.indep_curve(p10)[-1] == pytest.approx(M.indep_bound(p10))
+
+
+def test_backbone_scope_reads_flat_and_scoped_tables():
+    assert F.backbone_scope(BACKBONES)["MPNN"]["hybrid_sr"] == 0.79
+    assert F.backbone_scope(BACKBONES, "taskgraph") == BACKBONES["taskgraph"]
+    assert F.backbone_scope({"GPS": {"hybrid_sr": 0.7}}) == {"GPS": {"hybrid_sr": 0.7}}
+
+
+# --- tables --------------------------------------------------------------------------------------
+
+def test_table4_paper_column_and_dashes():
+    t4 = T.table4(BACKBONES)
+    md = t4.markdown()
+    assert ("| benchmark | backbone | params | NodeMSE | DeltaAcc-all | DeltaAcc-changed | ValidAcc |"
+            " TransAcc ID | paper | TransAcc OOD | standalone SR (MPC) | paper | hybrid SR | paper |"
+            " hybrid HSR | paper | train (s) | steps/s |") in md
+    assert ("| pooled | MLP | 79000 | 0.012 | — | — | — | 0.900 | 0.843 | — | 0.500 | 0.509 | — | "
+            "0.768 | 0.070 | 0.064† | — | — |") in md
+    assert "| pooled | MPNN | 75000 | — | — | — | — | 0.990 | 0.992 | — | 0.580 | 0.560† | 0.790 |" in md
+    assert "| pooled | GCN | — | — | — | — | — | — | — | — | — | — | — | — | — | — | — | — |" in md
+    assert "| pooled | GPS | " in md and "| 0.981† |" in md
+    # Per-benchmark rows: no paper values; a small MSE keeps its digits.
+    assert "| taskgraph | MPNN | 75000 | 0.0004 | — | — | — | — | — | — | 0.600 | — | 0.800 | — |" in md
+    assert [r["backbone"] for r in t4.rows[:6]] == list(T.T4_BACKBONES)
+    assert md.index("| taskgraph |") < md.index("| pooled |")
+    csv = t4.csv().splitlines()
+    assert csv[0].startswith("scope,backbone,params,node_mse,delta_acc_all,")
+    assert "pooled,MLP,79000,0.012,,,,0.9,0.843,,0.5,0.509,,0.768,0.07,0.064,,,paper_hybrid_hsr" \
+        in csv
+    # A flat table is read as the pooled scope.
+    assert T.table4(BACKBONES["pooled"]).rows[0]["scope"] == "pooled"
+
+
+def real_arm(n, sr, hsr, tok, **kw) -> dict:
+    arm = dict(n=n, sr=sr, sr_ci=[sr - 0.1, 1.0], hsr=hsr,
+               hsr_ci=None if hsr is None else [hsr - 0.01, hsr + 0.01], tok_task=tok,
+               corr_rate=None, json_fail_rate=0.0, timeouts=0, usd_task=0.0, usd_1k_gpt4o_mini=0.9)
+    return {**arm, **kw}
+
+
+def test_table7_delta_paper_and_dashes():
+    real = {"taskgraph": {"Agent-Replan": real_arm(20, 1.0, 0.2, 2000),
+                          "GILP": real_arm(20, 0.95, 0.05, 2500, corr_rate=0.25)},
+            "pooled": {"Agent-Replan": real_arm(20, 1.0, 0.2, 2000),
+                       "GILP": real_arm(18, 0.95, None, 2500, json_fail_rate=None, timeouts=2)}}
+    t7 = T.table7(real)
+    by_scope = {r["scope"]: r for r in t7.rows}
+    assert by_scope["taskgraph"]["delta_pct"] == pytest.approx(100 * (0.05 - 0.2) / 0.2)  # -75
+    assert T._delta_pct(0.142, 0.040) == pytest.approx(-71.83, abs=0.01)
+    assert T._delta_pct(0.0, 0.1) is None and by_scope["pooled"]["delta_pct"] is None
+    md = t7.markdown()
+    # taskgraph: n, SR agent [CI], SR GILP [CI], paper SR, HSR agent [CI] + paper, GILP + paper.
+    assert ("| taskgraph | 20/20 | 20/20 | 1.000 | [0.900, 1.000] | 0.950 | [0.850, 1.000] | 1.000 |"
+            " 0.200 | [0.190, 0.210] | 0.142 | [0.111, 0.172] | 0.050 | [0.040, 0.060] | 0.040 |"
+            " [0.024, 0.055] | -75% | -72% | 2.0k | 2.3k | 2.5k | 2.9k | 0.250 | 0.000 | 0.000 |"
+            " 0 | 0 | $0.00 | $0.90 |") in md
+    assert ("| pooled | 20/18 | 80/76 |" in md
+            and "| — | — | 0.035 | [0.026, 0.044] | — | -80% |" in md
+            and "| — | 0.000 | — | 0 | 2 |" in md)
+    assert md.index("| taskgraph |") < md.index("| pooled |")
+    csv = t7.csv().splitlines()
+    assert csv[0].startswith("scope,n,paper_n,sr_agent,sr_agent_ci_lo,sr_agent_ci_hi,sr_gilp,")
+    assert ",-75.0,-72," in csv[1]
+
+
+def test_write_tables_adds_table4_and_table7(data, tmp_path):
+    _, summary = data
+    real = {"pooled": {"Agent-Replan": real_arm(4, 1.0, 0.2, 2000),
+                       "GILP": real_arm(4, 1.0, 0.1, 2400)}}
+    names = {p.name for p in T.write_tables(summary, tmp_path, backbones=BACKBONES, real=real)}
+    assert {"table_4.md", "table_4.csv", "table_7.md", "table_7.csv"} <= names
+    plain = {p.name for p in T.write_tables(summary, tmp_path / "plain")}
+    assert plain == {f"table_{n}.{e}" for n in ("1", "2", "3", "5", "6") for e in ("md", "csv")}
+
+
+def test_real_by_benchmark_splits_events_and_sidecar(tmp_path):
+    from bsjax.gilp import real as R
+    rows, side = [], []
+    for bench in ("taskgraph", "toolchain"):
+        for task in range(6):
+            for method, every in (("Agent-Replan", 2), ("GILP", 0)):
+                ep = episode(method, task, 3, True, every)
+                rows += [dict(r, bench=bench) for r in ep]
+                side.append(dict(method=method, bench=bench, split="id", task=task, calls=3,
+                                 backend_calls=3, json_failures=int(bench == "toolchain"),
+                                 usd=0.0, usd_gpt4o_mini=0.001, backend_seconds=1.5))
+    E.write_events(tmp_path / E.EVENTS_FILE, rows)
+    (tmp_path / R.SIDECAR).write_text("".join(json.dumps(s) + "\n" for s in side))
+    real = T.real_by_benchmark(tmp_path)
+    assert list(real) == ["taskgraph", "toolchain", T.T7_SUBSET, "pooled"]
+    assert real["taskgraph"]["Agent-Replan"]["n"] == 6 and real["pooled"]["GILP"]["n"] == 12
+    assert real[T.T7_SUBSET]["Agent-Replan"]["n"] == 5
+    assert real["taskgraph"]["Agent-Replan"]["json_fail_rate"] == 0.0
+    assert real["toolchain"]["GILP"]["json_fail_rate"] == pytest.approx(1 / 3)
+    assert real["pooled"]["Agent-Replan"]["hsr"] == pytest.approx(1 / 3)
+    md = T.table7(real).markdown()
+    assert "| taskgraph n=5 | 5/5 | 5/5 |" in md and "| -100% |" in md
+    assert not math.isnan(real["pooled"]["GILP"]["hsr"])
