@@ -238,6 +238,8 @@ def add_parser(sub) -> None:
     rn.add_argument("--resume", action="store_true", help="continue an interrupted run")
     rn.add_argument("--json", action="store_true")
     rn.set_defaults(func=cmd_run)
+    from bsjax.gilp.cli_calibrate import add_calibrate_parser
+    add_calibrate_parser(gsub)
     rp = gsub.add_parser("report", help="rebuild the tables of a GILP run from its events")
     rp.add_argument("run_dir")
     rp.add_argument("--json", action="store_true")

@@ -28,6 +28,7 @@ from bsjax.gilp.envs import common
 from bsjax.gilp.envs.common import Bench
 from bsjax.gilp.methods import MethodConfig, MethodFlags, method_flags
 from bsjax.gilp.planners import gate
+from bsjax.gilp.planners.parametric import planning_candidates
 from bsjax.gilp.planners.skeleton import Phase1, backbone_claims, score_candidates
 from bsjax.gilp.sim import choice
 from bsjax.gilp.types import Graph
@@ -170,19 +171,22 @@ def as_flags(method: MethodConfig | MethodFlags) -> MethodFlags:
 
 
 def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfig | MethodFlags,
-                params, model, bench: Bench, cfg: C.GilpConfig) -> dict:
+                params, model, bench: Bench, cfg: C.GilpConfig,
+                sizes: tuple[int, int] | None = None) -> dict:
     """Events 1-4 and 7 on the agent side. Reads only `observe(G̃)` and Phase 1 on `observe(G)`.
 
     With a model, Phase 1 and every gate are computed and masked by the method's flags, so the
     flags may be traced (one compile for all methods); without one (`model=None`) only the
-    gateless, skeleton-free path is traced.
+    gateless, skeleton-free path is traced. `sizes` is an optional static slot cut
+    (`parametric.planning_sizes`): candidates beyond its n_actions slots (all padding) are
+    dropped and the backbone runs on its n_nodes node slots.
     """
     method = as_flags(method)
     k_choose, k_draft, k_fresh, k_u = jax.random.split(key, 4)
     g_obs = common.observe(g)
     view = choice.belief_view(g, belief)
-    acts, amask = bench.candidates(g_obs)
-    ph1: Phase1 | None = (score_candidates(model, bench, g_obs, cfg.skeleton_k)
+    acts, amask = planning_candidates(bench, g_obs, sizes[1] if sizes else None)
+    ph1: Phase1 | None = (score_candidates(model, bench, g_obs, cfg.skeleton_k, sizes)
                           if model is not None else None)
     j_tilde = choice.belief_values(bench, view, acts, amask, cfg)
     k = g.t + 1
@@ -199,7 +203,9 @@ def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfi
                               k, live_count, method, params)
 
     # One block of uniforms for every scalar decision (each PRNG call site inlines a hash).
-    u = jax.random.uniform(k_u, (_U_SCALARS + acts.shape[0],), minval=1e-12)
+    # Always A_MAX candidate draws (sliced), so a slot cut never changes the random stream.
+    u = jax.random.uniform(k_u, (_U_SCALARS + C.A_MAX,), minval=1e-12)
+    u = u[:_U_SCALARS + acts.shape[0]]
     unif = lambda i: u[i]  # noqa: E731
     # Event 1: parse of the draft call (and GILP's re-prompt).
     fail1 = unif(0) < params.p_parse
@@ -265,7 +271,8 @@ def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfi
     return out
 
 
-def _tokens(key: jax.Array, g: Graph, state: SimState, agent: dict, params) -> tuple[jax.Array, jax.Array, jax.Array]:
+def _tokens(key: jax.Array, g: Graph, state: SimState, agent: dict,
+            params) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Event 6: `(calls, tok_in, tok_out)` summed over the step's calls."""
     made = jnp.stack([jnp.bool_(True), agent["reprompt"], agent["corrected"], agent["risk_fired"]])
     a0 = jnp.stack([params.tok_a0_draft, params.tok_a0_reparse, params.tok_a0_correct,
@@ -290,7 +297,8 @@ def _tokens(key: jax.Array, g: Graph, state: SimState, agent: dict, params) -> t
 
 
 def sim_step(keys: StepKeys, state: SimState, method: MethodConfig | MethodFlags, params, model,
-             bench: Bench, cfg: C.GilpConfig = C.GilpConfig()) -> tuple[SimState, StepRecord]:
+             bench: Bench, cfg: C.GilpConfig = C.GilpConfig(),
+             sizes: tuple[int, int] | None = None) -> tuple[SimState, StepRecord]:
     """One simulated step of one episode (spec §5.2 events 1-7, §4.6). Both keys are consumed.
 
     Args:
@@ -302,6 +310,8 @@ def sim_step(keys: StepKeys, state: SimState, method: MethodConfig | MethodFlags
       model: the backbone (`eqx.Module`), or None for methods without one.
       bench: the benchmark's rules (static).
       cfg: value horizon, discount and skeleton size (static).
+      sizes: optional static slot cut of the agent's candidates and the backbone
+        (`agent_phase`); decisions equal the uncut ones up to float rounding.
     Returns:
       `(next state, StepRecord)`; a finished episode's state is returned unchanged with
       `record.active = False`.
@@ -324,7 +334,7 @@ def sim_step(keys: StepKeys, state: SimState, method: MethodConfig | MethodFlags
         has_delta = False
     else:
         flags = as_flags(method)
-        agent = agent_phase(k_agent, g, belief, flags, params, model, bench, cfg)
+        agent = agent_phase(k_agent, g, belief, flags, params, model, bench, cfg, sizes)
         action = jnp.where(agent["parsed"], agent["acts"][agent["index"]], jnp.asarray(NOOP))
         calls, tok_in, tok_out = _tokens(k_tok, g, state, agent, params)
         has_delta = flags.delta

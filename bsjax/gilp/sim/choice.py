@@ -64,7 +64,9 @@ def choose(key: jax.Array, bench: Bench, view: Graph, acts: jax.Array, amask: ja
       `(index [] int32 candidate slot, slip [] bool)`.
     """
     n_acts = acts.shape[0]
-    u = jax.random.uniform(key, (5 + n_acts,), minval=1e-12)   # one PRNG call site
+    # Always A_MAX draws (sliced to the candidate slots in use), so a slot cut never changes
+    # the random stream.
+    u = jax.random.uniform(key, (5 + C.A_MAX,), minval=1e-12)[:5 + n_acts]   # one PRNG call site
     semantic = index_of(acts, amask, common.oracle_obs_action(bench, view))
     slip = u[0] >= competence(bench, params)
     gumbel = -jnp.log(-jnp.log(u[5:]))                          # Gumbel-max = categorical

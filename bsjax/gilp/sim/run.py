@@ -3,7 +3,7 @@
 
 One jitted function covers a chunk of episodes: a `lax.scan` over B_MAX steps of `sim_step`
 vmapped over the (task, seed) episodes (finished episodes are masked no-ops). Episodes are task-major
-(task 0 seeds..., task 1 seeds...) and split into fixed-size chunks (`episode_chunk`, default 256;
+(task 0 seeds..., task 1 seeds...) and split into fixed-size chunks (`episode_chunk`, default 64;
 the last chunk is padded by repeating its last episode, so a run compiles once per
 (method, benchmark, config, chunk size)).
 
@@ -29,7 +29,7 @@ from bsjax.gilp.sim.agent import StepKeys, StepRecord, init_state, sim_step
 from bsjax.gilp.sim.params import SimParams
 from bsjax.gilp.types import Graph, graph_from_np
 
-EPISODE_CHUNK = 256
+EPISODE_CHUNK = 64
 
 
 class SimRun(NamedTuple):
@@ -59,13 +59,15 @@ class SimRun(NamedTuple):
     chunk_seconds: tuple[float, ...] = ()
 
 
-def batched_episodes(method: MethodConfig | None, bench: Bench, cfg: C.GilpConfig = C.GilpConfig()):
+def batched_episodes(method: MethodConfig | None, bench: Bench, cfg: C.GilpConfig = C.GilpConfig(),
+                     sizes: tuple[int, int] | None = None):
     """The un-jitted batch function `(root, params, model, g0 [E], task [E], seed [E]) ->
     (final SimState [E], StepRecord [E, B_MAX, ...])`: a `lax.scan` over the B_MAX steps of
     `jax.vmap(sim_step)` over the E episodes.
 
     With `method=None` the function takes a seventh argument, `flags`: `MethodFlags` with an
     `[E]` axis (one LLM method per episode, traced), so one compile serves every LLM method.
+    `sizes` is an optional static slot cut (`sim_step`).
 
     Finished episodes are masked no-ops inside `sim_step`; once every episode of the batch has
     finished, a batch-level `lax.cond` skips the remaining steps' work (records of skipped steps
@@ -73,7 +75,7 @@ def batched_episodes(method: MethodConfig | None, bench: Bench, cfg: C.GilpConfi
     `chex.assert_max_traces` first.
     """
     step = jax.vmap(lambda keys, state, params, model, flags: sim_step(
-        keys, state, method if flags is None else flags, params, model, bench, cfg),
+        keys, state, method if flags is None else flags, params, model, bench, cfg, sizes),
         in_axes=(0, 0, None, None, 0))
 
     def run(root, params, model, g0, task, seed, flags=None):
@@ -101,10 +103,21 @@ def batched_episodes(method: MethodConfig | None, bench: Bench, cfg: C.GilpConfi
 
 
 @functools.lru_cache(maxsize=None)
-def episode_fn(method: MethodConfig | None, bench: Bench, cfg: C.GilpConfig = C.GilpConfig()):
-    """`jax.jit(batched_episodes(...))`, cached per (method, benchmark, config); `method=None`
-    gives the traced-flags function shared by every LLM method."""
-    return jax.jit(batched_episodes(method, bench, cfg))
+def episode_fn(method: MethodConfig | None, bench: Bench, cfg: C.GilpConfig = C.GilpConfig(),
+               sizes: tuple[int, int] | None = None):
+    """`jax.jit(batched_episodes(...))`, cached per (method, benchmark, config, slot cut);
+    `method=None` gives the traced-flags function shared by every LLM method."""
+    return jax.jit(batched_episodes(method, bench, cfg, sizes))
+
+
+def slot_cut(bench: Bench, graphs: Graph, compact: bool) -> tuple[int, int] | None:
+    """The static `(n_nodes, n_actions)` cut covering every real node and candidate of the
+    tasks (`parametric.planning_sizes`), or None when `compact` is off. MPNN-style backbones
+    cost O(N²·A) per step, so small tasks run several times faster cut."""
+    if not compact:
+        return None
+    from bsjax.gilp.planners.parametric import GRAPH_FIELDS, planning_sizes
+    return planning_sizes(bench, {name: np.asarray(getattr(graphs, name)) for name in GRAPH_FIELDS})
 
 
 def chunk_size(total: int, episode_chunk: int = EPISODE_CHUNK) -> int:
@@ -163,7 +176,7 @@ def _resolve(method) -> MethodConfig:
 def run_simulated(method_name: str | MethodConfig, bench: Bench, model, tasks, seeds: Sequence[int],
                   root_key: jax.Array, params: SimParams | None = None,
                   cfg: C.GilpConfig = C.GilpConfig(), task_ids: Sequence[int] | None = None,
-                  episode_chunk: int = EPISODE_CHUNK) -> SimRun:
+                  episode_chunk: int = EPISODE_CHUNK, compact: bool = True) -> SimRun:
     """Simulate one method on every (task, seed) episode, compiled for that method alone.
 
     Args:
@@ -179,6 +192,7 @@ def run_simulated(method_name: str | MethodConfig, bench: Bench, model, tasks, s
       task_ids: ids folded into the keys and written to events (default 0..T-1: the index
         within the split).
       episode_chunk: at most this many episodes per compiled call (`chunk_size`).
+      compact: cut node and candidate slots to what the tasks use (`slot_cut`).
     Returns:
       `SimRun` with host records `[E, B_MAX, ...]`, E = T·len(seeds).
     """
@@ -187,7 +201,7 @@ def run_simulated(method_name: str | MethodConfig, bench: Bench, model, tasks, s
         raise ValueError(f"{method.name} needs a backbone model")
     params = SimParams() if params is None else params
     graphs, ids, task_index, seed_of = _episodes(tasks, seeds, task_ids)
-    fn = episode_fn(method, bench, cfg)
+    fn = episode_fn(method, bench, cfg, slot_cut(bench, graphs, compact))
     model = model if method.uses_backbone else None
     start = time.perf_counter()
     records, chunk_seconds = _chunked(fn, root_key, params, model, graphs, ids, task_index,
@@ -201,7 +215,7 @@ def run_simulated(method_name: str | MethodConfig, bench: Bench, model, tasks, s
 def run_simulated_many(methods: Sequence[str | MethodConfig], bench: Bench, model, tasks,
                        seeds: Sequence[int], root_key: jax.Array, params: SimParams | None = None,
                        cfg: C.GilpConfig = C.GilpConfig(), task_ids: Sequence[int] | None = None,
-                       episode_chunk: int = EPISODE_CHUNK) -> list[SimRun]:
+                       episode_chunk: int = EPISODE_CHUNK, compact: bool = True) -> list[SimRun]:
     """Simulate several methods on the same episodes with one compiled function.
 
     LLM methods run together through the traced-flags simulator (their episodes are stacked
@@ -224,7 +238,7 @@ def run_simulated_many(methods: Sequence[str | MethodConfig], bench: Bench, mode
     llm = [m for m in resolved if m.llm]
     if model is None or len(llm) < 2:  # nothing to share: the per-method compile is smaller
         return [run_simulated(m, bench, model, tasks, seeds, root_key, params, cfg, task_ids,
-                              episode_chunk) for m in resolved]
+                              episode_chunk, compact) for m in resolved]
     params = SimParams() if params is None else params
     graphs, ids, task_index, seed_of = _episodes(tasks, seeds, task_ids)
     per_method = len(task_index)
@@ -232,7 +246,8 @@ def run_simulated_many(methods: Sequence[str | MethodConfig], bench: Bench, mode
     which = np.repeat(np.arange(len(llm)), per_method)
     episode_flags = jax.tree_util.tree_map(lambda x: x[which], flags)
     start = time.perf_counter()
-    records, _ = _chunked(episode_fn(None, bench, cfg), root_key, params, model, graphs, ids,
+    fn = episode_fn(None, bench, cfg, slot_cut(bench, graphs, compact))
+    records, _ = _chunked(fn, root_key, params, model, graphs, ids,
                           np.tile(task_index, len(llm)), np.tile(seed_of, len(llm)),
                           episode_flags, episode_chunk)
     seconds = (time.perf_counter() - start) / len(llm)
@@ -244,7 +259,7 @@ def run_simulated_many(methods: Sequence[str | MethodConfig], bench: Bench, mode
                               seed=seed_of, H=np.asarray(graphs.horizon)[task_index].astype(
                                   np.int64), records=part, seconds=seconds)
     return [runs[m.name] if m.llm else run_simulated(m, bench, None, tasks, seeds, root_key,
-                                                     params, cfg, task_ids, episode_chunk)
+                                                     params, cfg, task_ids, episode_chunk, compact)
             for m in resolved]
 
 

@@ -1,0 +1,106 @@
+"""`bsjax gilp calibrate`: fit the behavioural simulator's parameters (spec/gilp.md §5.2).
+
+Bad input gives one line on stderr and exit code 2 before anything is written; `--json` prints
+one JSON object as the last stdout line; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from bsjax.harness.experiment import UsageError
+
+DEFAULT_WORK = Path("results/gilp")
+
+
+def _budget(profile: str, evals: int | None):
+    from bsjax.gilp.sim import calibrate as cal
+    if evals is not None and evals < 1:
+        raise UsageError(f"--evals must be positive (got {evals})")
+    try:
+        budget = cal.get_budget(profile, evals)
+        budget.validate()
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    return budget
+
+
+def cmd_calibrate(args) -> int:
+    """Run the calibration (or, with --from-real, the stage-1 refit to a real run)."""
+    from bsjax.gilp import pipeline
+    from bsjax.gilp.cli import parse_backbones, parse_benchmarks
+    from bsjax.gilp.sim import calibrate as cal
+    benches = parse_benchmarks(args.bench)
+    budget = _budget(args.profile, args.evals)
+    backbone = parse_backbones(args.backbone)
+    if len(backbone) != 1:
+        raise UsageError("--backbone takes one backbone for a calibration")
+    work = Path(args.work)
+    out = Path(args.out) if args.out else work / "calibration"
+    log = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    if args.from_real:
+        run = Path(args.from_real)
+        if not (run / "events.jsonl").is_file():
+            raise UsageError(f"{run} is not a real-path run directory (no events.jsonl)")
+        base = None
+        if (out / cal.PARAMS_FILE).is_file():  # refit on top of the paper-calibrated set
+            from bsjax.gilp.sim.params import load_params
+            base = load_params(out / cal.PARAMS_FILE)
+        try:
+            doc = cal.calibrate_from_real(work, out, run, budget, base=base, log=log)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+        params_file = out / cal.LOCAL_PARAMS_FILE
+    else:
+        profile = pipeline.get_profile(args.profile)
+        try:  # load every checkpoint before anything is written
+            models = {b: pipeline.load_backbone(work, b, backbone[0], profile) for b in benches}
+        except FileNotFoundError as err:
+            raise UsageError(str(err)) from None
+        doc = cal.calibrate(work, out, benches, budget, backbone[0], args.profile, models=models,
+                            log=log)
+        params_file = out / cal.PARAMS_FILE
+    _print(doc, params_file, args.json)
+    return 0
+
+
+def _print(doc: dict, params_file: Path, as_json: bool) -> None:
+    meta = doc["meta"]
+    objectives = {f"stage{i}": meta[f"stage{i}"]["objective"] for i in (1, 2)
+                  if f"stage{i}" in meta}
+    if as_json:
+        print(json.dumps({"params_file": str(params_file), "params": doc["params"],
+                          "objectives": objectives, "residuals": doc["rows"],
+                          "band_recheck": doc["band_recheck"],
+                          "token_r2": (doc["token_model"] or {}).get("r2"),
+                          "seconds": meta["seconds"]}, default=float))
+        return
+    for name, value in objectives.items():
+        print(f"{name}: objective {value:.5f}")
+    bands = [r for r in doc["rows"] + doc["band_recheck"] if r["pass"] is not None]
+    failed = [f"{r['method']} {r['metric']}" for r in bands if not r["pass"]]
+    print(f"bands: {len(bands) - len(failed)}/{len(bands)} pass"
+          + (f" (failed: {'; '.join(failed)})" if failed else ""))
+    print(f"-> {params_file} ({meta['seconds']} s)")
+
+
+def add_calibrate_parser(gsub) -> None:
+    """Register `bsjax gilp calibrate` on the `gilp` subparsers."""
+    cal = gsub.add_parser("calibrate", help="fit the behavioural simulator's parameters")
+    cal.add_argument("--bench", default="all", help="all, or e.g. taskgraph,toolchain")
+    cal.add_argument("--profile", default="quick",
+                     help="smoke | quick | paper: calibration budget and checkpoints")
+    cal.add_argument("--work", default=str(DEFAULT_WORK), help="GILP work directory")
+    cal.add_argument("--out", default=None, help="output directory (default WORK/calibration)")
+    cal.add_argument("--backbone", default="MPNN", help="the trained backbone (default MPNN)")
+    cal.add_argument("--from-real", default=None, metavar="RUN",
+                     help="refit stage 1 to a real-path run (writes gilp_sim_params.local.json)")
+    cal.add_argument("--evals", type=int, default=None,
+                     help="evaluations per fitted stage (overrides the profile)")
+    cal.add_argument("--json", action="store_true")
+    cal.set_defaults(func=cmd_calibrate)
+
+
+__all__ = ["add_calibrate_parser", "cmd_calibrate"]

@@ -1,0 +1,486 @@
+"""Calibration of the behavioural LLM simulator (spec/gilp.md §5.2 "Calibration procedure",
+"Acceptance bands", "Refitting to a local model"; `bsjax gilp calibrate`).
+
+- Token model: least squares on prompts rendered with the real templates (`token_model`).
+- Stage 1: `{c_tg, t_slip, h0, h1, h2, q_fb, q_rec}` on Agent-Replan (val split).
+- Stage 2: `{kappa_delta, eta_ground, kappa_rec, eta_val, eta_risk, eta_value, eta_in, pi_we,
+  pi_dep}` on the five Hybrid variants (one `run_simulated_many` call per benchmark), stage 1
+  frozen; π_fc and π_val are rescaled so π sums to 1.
+- Stage 3: GILP and its ablations as predictions (no free parameters), with the bands.
+
+Each fitted stage is a Sobol search followed by Nelder–Mead in logit coordinates (parameters stay
+inside their boxes). The root key is fixed, so every evaluation sees the same common random
+numbers and the objective is a deterministic function of the parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from bsjax.gilp import config as C
+from bsjax.gilp import metrics
+from bsjax.gilp.envs import registry
+from bsjax.gilp.sim import targets as TG
+from bsjax.gilp.sim import token_model as TM
+from bsjax.gilp.sim.params import (LOCAL_PARAMS_FILE, PARAMS_FILE, SimParams, save_params,
+                                   to_dict)
+from bsjax.gilp.sim.run import records_to_events, run_simulated_many
+
+RESIDUALS_FILE = "CALIBRATION_RESIDUALS.md"
+LOCAL_RESIDUALS_FILE = "CALIBRATION_RESIDUALS.local.md"
+# (name, lo, hi): the box each fitted parameter stays in.
+STAGE1_SPACE = (("c_tg", 0.5, 1.0), ("t_slip", 0.02, 2.0), ("h0", 0.0, 0.6), ("h1", 0.0, 0.6),
+                ("h2", 0.0, 0.3), ("q_fb", 0.0, 1.0), ("q_rec", 0.0, 1.0))
+STAGE2_SPACE = (("kappa_delta", 0.0, 1.0), ("eta_ground", 0.0, 1.0), ("kappa_rec", 0.0, 1.0),
+                ("eta_val", 0.0, 1.0), ("eta_risk", 0.0, 1.0), ("eta_value", 0.0, 1.0),
+                ("eta_in", 0.0, 1.0), ("pi_we", 0.0, 0.8), ("pi_dep", 0.0, 0.8))
+STAGE3_METHODS = ("Agent-Replan", "Hybrid-Full", *TG.GILPS)
+Log = Callable[[str], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationBudget:
+    """How much simulation a calibration spends.
+
+    Attributes:
+      name: preset name.
+      tasks: val tasks per benchmark.
+      seeds: episode seeds per task.
+      sobol1, nm1: stage-1 Sobol points and Nelder–Mead evaluations.
+      sobol2, nm2: the same for stage 2.
+      token_prompts: prompts rendered for the token model (the spec asks for ≥ 2,000).
+      ood_tasks: test-OOD tasks per benchmark for the stage-3 OOD check (0: not evaluated).
+    """
+
+    name: str
+    tasks: int
+    seeds: int
+    sobol1: int
+    nm1: int
+    sobol2: int
+    nm2: int
+    token_prompts: int = 2000
+    ood_tasks: int = 0
+
+    def validate(self) -> None:
+        for field in ("tasks", "seeds", "token_prompts"):
+            if getattr(self, field) < 1:
+                raise ValueError(f"calibration budget {field} must be positive "
+                                 f"(got {getattr(self, field)})")
+        for field in ("sobol1", "nm1", "sobol2", "nm2", "ood_tasks"):
+            if getattr(self, field) < 0:
+                raise ValueError(f"calibration budget {field} must be non-negative")
+
+    def with_evals(self, evals: int) -> CalibrationBudget:
+        """Every fitted stage gets `evals` evaluations: a quarter Sobol, the rest Nelder–Mead."""
+        if evals < 1:
+            raise ValueError(f"--evals must be positive (got {evals})")
+        sobol = evals // 4
+        return dataclasses.replace(self, sobol1=sobol, nm1=evals - sobol, sobol2=sobol,
+                                   nm2=evals - sobol)
+
+
+BUDGETS = {
+    "smoke": CalibrationBudget("smoke", tasks=2, seeds=1, sobol1=1, nm1=2, sobol2=0, nm2=1,
+                               token_prompts=400),
+    "quick": CalibrationBudget("quick", tasks=4, seeds=1, sobol1=2, nm1=4, sobol2=0, nm2=2),
+    "paper": CalibrationBudget("paper", tasks=100, seeds=8, sobol1=256, nm1=200, sobol2=64,
+                               nm2=200, ood_tasks=40),
+}
+
+
+def get_budget(profile: str, evals: int | None = None) -> CalibrationBudget:
+    if profile not in BUDGETS:
+        raise ValueError(f"unknown profile {profile!r} (choose from {', '.join(BUDGETS)})")
+    budget = BUDGETS[profile]
+    return budget if evals is None else budget.with_evals(evals)
+
+
+@dataclasses.dataclass
+class SimSetup:
+    """What every evaluation runs on (fixed for the whole calibration: common random numbers).
+
+    Attributes:
+      tasks: `{bench: stacked val tasks}`.
+      models: `{bench: backbone}` (None entries for stage 1 / --from-real).
+      seeds: episode seeds.
+      root_key: typed root key.
+      ood_tasks: `{bench: stacked test-OOD tasks}` for the stage-3 check (may be empty).
+      task_ids: `{bench: ids}` written to events (None: 0..T-1).
+      cfg: static simulator configuration (tests use a short value horizon).
+    """
+
+    tasks: dict
+    models: dict
+    seeds: tuple[int, ...]
+    root_key: jax.Array
+    ood_tasks: dict = dataclasses.field(default_factory=dict)
+    task_ids: dict = dataclasses.field(default_factory=dict)
+    cfg: C.GilpConfig = C.GilpConfig()
+
+
+def simulate(setup: SimSetup, methods: Sequence[str], params: SimParams,
+             ood: bool = False) -> dict[str, dict]:
+    """`metrics.summarise` of the methods pooled over benchmarks (one `run_simulated_many`
+    call per benchmark). With `ood`, test-OOD episodes are summarised apart as "M (ood)"."""
+    rows, ood_rows = [], []
+    for bench, tasks in setup.tasks.items():
+        rules = registry.get(bench)
+        for run in run_simulated_many(methods, rules, setup.models.get(bench), tasks,
+                                      setup.seeds, setup.root_key, params, setup.cfg,
+                                      task_ids=setup.task_ids.get(bench)):
+            rows += records_to_events(run, "id")
+        if ood and bench in setup.ood_tasks:
+            for run in run_simulated_many(methods, rules, setup.models.get(bench),
+                                          setup.ood_tasks[bench], setup.seeds, setup.root_key,
+                                          params, setup.cfg):
+                ood_rows += records_to_events(run, "ood")
+    out = metrics.summarise(rows)
+    for method, summary in metrics.summarise(ood_rows).items():
+        out[f"{method} (ood)"] = summary
+    return out
+
+
+# --- parameter boxes and the optimiser -------------------------------------------------------------
+
+def with_values(params: SimParams, values: Mapping[str, float]) -> SimParams:
+    """`params` with `values` set; π_fc and π_val rescaled (in their initial ratio) so that π
+    sums to 1 when π_we or π_dep change (π_we + π_dep is capped at 0.95)."""
+    new = params.replace(**{k: float(v) for k, v in values.items()})
+    if "pi_we" in values or "pi_dep" in values:
+        we, dep = float(new.pi_we), float(new.pi_dep)
+        if we + dep > 0.95:  # keep some fc/val mass
+            scale = 0.95 / (we + dep)
+            we, dep = we * scale, dep * scale
+        ratio = SimParams().pi_fc / (SimParams().pi_fc + SimParams().pi_val)
+        rest = 1.0 - we - dep
+        new = new.replace(pi_we=we, pi_dep=dep, pi_fc=rest * ratio, pi_val=rest * (1 - ratio))
+    return new
+
+
+def _to_box(z: np.ndarray, space) -> dict[str, float]:
+    lo, hi = np.array([s[1] for s in space]), np.array([s[2] for s in space])
+    return {s[0]: float(v) for s, v in zip(space, lo + (hi - lo) / (1.0 + np.exp(-z)))}
+
+
+def _to_logit(values: Mapping[str, float], space) -> np.ndarray:
+    out = []
+    for name, lo, hi in space:
+        u = np.clip((float(values[name]) - lo) / (hi - lo), 1e-3, 1 - 1e-3)
+        out.append(np.log(u / (1 - u)))
+    return np.asarray(out)
+
+
+@dataclasses.dataclass
+class StageResult:
+    """One fitted stage: best values, objective, residual rows, evaluations and seconds."""
+
+    values: dict[str, float]
+    objective: float
+    start_objective: float
+    rows: list[dict]
+    evaluations: int
+    seconds: float
+    summaries: dict
+
+
+def fit_stage(stage: int, objective: Callable[[SimParams], tuple[float, list[dict], dict]],
+              base: SimParams, space, sobol: int, nm_evals: int, seed: int = 0,
+              log: Log = lambda line: None) -> StageResult:
+    """Minimise `objective(params)[0]` over the parameters of `space` (the rest of `base` kept).
+
+    The start point (`base`'s values) is evaluated first, then `sobol` scrambled-Sobol points
+    of the box, then Nelder–Mead from the best so far for `nm_evals` evaluations, in logit
+    coordinates with an initial simplex of ±0.5 logit per axis (the objective is piecewise
+    constant under common random numbers, so a tiny default simplex would not move).
+    """
+    from scipy.optimize import minimize
+    from scipy.stats import qmc
+    start = time.perf_counter()
+    cache: dict[tuple, tuple] = {}
+    best: dict = {}
+
+    def evaluate(values: dict[str, float]) -> float:
+        key = tuple(round(values[name], 6) for name, _, _ in space)
+        if key not in cache:
+            cache[key] = objective(with_values(base, values))
+            value = cache[key][0]
+            if not best or value < best["objective"]:
+                best.update(objective=value, values=dict(values), rows=cache[key][1],
+                            summaries=cache[key][2])
+            log(f"stage {stage} eval {len(cache)}: objective {value:.5f} "
+                f"(best {best['objective']:.5f})")
+        return cache[key][0]
+
+    names = [name for name, _, _ in space]
+    start_values = {name: float(getattr(base, name)) for name in names}
+    start_objective = evaluate(start_values)
+    if sobol > 0:
+        unit = qmc.Sobol(len(space), scramble=True, seed=seed).random(sobol)
+        for u in unit:
+            evaluate({name: lo + (hi - lo) * float(x) for (name, lo, hi), x in zip(space, u)})
+    if nm_evals > 0:
+        z0 = _to_logit(best["values"], space)
+        simplex = np.vstack([z0] + [z0 + 0.5 * np.eye(len(space))[i] for i in range(len(space))])
+        minimize(lambda z: evaluate(_to_box(z, space)), z0, method="Nelder-Mead",
+                 options={"maxfev": nm_evals, "initial_simplex": simplex, "xatol": 1e-3,
+                          "fatol": 1e-7})
+    return StageResult(values=best["values"], objective=best["objective"],
+                       start_objective=start_objective, rows=best["rows"],
+                       evaluations=len(cache), seconds=time.perf_counter() - start,
+                       summaries=best["summaries"])
+
+
+def stage_objective(setup: SimSetup, methods: Sequence[str], targets: list[TG.Target]):
+    """`params -> (objective, residual rows, summaries)` of one stage."""
+    def objective(params: SimParams):
+        summaries = simulate(setup, methods, params)
+        value, rows = TG.evaluate(targets, summaries)
+        return value, rows, summaries
+    return objective
+
+
+def drop_empty_buckets(targets: list[TG.Target], horizons: np.ndarray) -> list[TG.Target]:
+    """Bucket-SR rows whose bucket holds none of the tasks get weight 0 (reported as n/a):
+    the val split's ID horizons never exceed 10, so SR(H>10) cannot be fitted on it."""
+    out = []
+    for t in targets:
+        if t.metric.startswith("sr@"):
+            lo, hi = C.HORIZON_BUCKETS[C.HORIZON_BUCKET_NAMES.index(t.metric[3:])]
+            if not np.any((horizons >= lo) & (horizons <= hi)):
+                t = t._replace(weight=0.0, note=(t.note + "; no val task in this bucket").lstrip("; "))
+        out.append(t)
+    return out
+
+
+# --- the token model ---------------------------------------------------------------------------
+
+def fit_tokens(task_sets: Mapping[str, Mapping[str, np.ndarray]], n_prompts: int,
+               tokenizer: Callable[[str], float] = TM.char_tokens, seed: int = 0) -> dict:
+    """The token model on `n_prompts` rendered prompts: pooled fit (its coefficients go into
+    the parameters) and per-benchmark R² (the formula has no benchmark term)."""
+    samples = TM.render_all(task_sets, n_prompts, seed, tokenizer)
+    fit = TM.fit_token_model(samples)
+    per_bench = {}
+    benches = np.asarray(samples.bench)
+    for bench in task_sets:
+        keep = benches == bench
+        part = TM.TokenSamples(*(getattr(samples, f)[keep] for f in
+                                 ("call_type", "n_real", "n_cands", "n_rows", "history",
+                                  "tokens")), bench=tuple(benches[keep]))
+        per_bench[bench] = TM.fit_token_model(part).r2
+    return {"coefs": fit.coefs, "r2": fit.r2, "rmse": fit.rmse, "prompts": fit.n,
+            "mean_tokens": fit.mean_tokens, "r2_per_bench": per_bench}
+
+
+# --- orchestration ------------------------------------------------------------------------------
+
+def _val_tasks(work: Path, benches: Sequence[str], count: int, split: str = "val") -> dict:
+    from bsjax.gilp import pipeline
+    return {b: pipeline.tasks(Path(work), b, split, count) for b in benches}
+
+
+def _meta(budget: CalibrationBudget, benches, seconds: float, **extra) -> dict:
+    return {"budget": dataclasses.asdict(budget), "benchmarks": list(benches),
+            "tasks_per_bench": budget.tasks, "seeds": budget.seeds,
+            "seconds": round(seconds, 2), **extra}
+
+
+def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
+              budget: CalibrationBudget, backbone: str = "MPNN", profile: str = "quick",
+              models: Mapping | None = None, tokenizer: Callable[[str], float] = TM.char_tokens,
+              run_seed: int = 0, cfg: C.GilpConfig = C.GilpConfig(),
+              log: Log = lambda line: None) -> dict:
+    """The full calibration (token model, stages 1-3); writes `gilp_sim_params.json` and
+    `CALIBRATION_RESIDUALS.md` under `out` and returns the result document.
+
+    Args:
+      work: GILP work directory (val tasks; trained checkpoints unless `models` is given).
+      out: output directory.
+      benches: benchmarks to pool.
+      budget: `CalibrationBudget`.
+      backbone, profile: which checkpoints to load (`pipeline.load_backbone`).
+      models: `{bench: model}` overriding the checkpoints (tests).
+      tokenizer: text -> tokens for the token model (default len/4).
+      run_seed: root key of every evaluation (common random numbers).
+      cfg: static simulator configuration (value horizon, skeleton size).
+      log: progress lines.
+    """
+    from bsjax.gilp import pipeline
+    budget.validate()
+    start = time.perf_counter()
+    if models is None:
+        prof = pipeline.get_profile(profile)
+        models = {b: pipeline.load_backbone(Path(work), b, backbone, prof) for b in benches}
+    tasks = _val_tasks(work, benches, budget.tasks)
+    ood = _val_tasks(work, benches, budget.ood_tasks, "test_ood") if budget.ood_tasks else {}
+    setup = SimSetup(tasks=tasks, models=dict(models), seeds=tuple(range(budget.seeds)),
+                     root_key=jax.random.key(run_seed), ood_tasks=ood, cfg=cfg)
+    horizons = np.concatenate([np.asarray(t["horizon"]) for t in tasks.values()])
+
+    log(f"token model: rendering {budget.token_prompts} prompts")
+    tokens = fit_tokens(tasks, budget.token_prompts, tokenizer)
+    log(f"token model: R² {tokens['r2']:.4f} on {tokens['prompts']} prompts")
+    params = SimParams().replace(**tokens["coefs"])
+
+    targets1 = drop_empty_buckets(TG.agent_targets(), horizons)
+    stage1 = fit_stage(1, stage_objective(dataclasses.replace(setup, models={}),
+                                          ["Agent-Replan"], targets1),
+                       params, STAGE1_SPACE, budget.sobol1, budget.nm1, log=log)
+    params = with_values(params, stage1.values)
+    stage2 = fit_stage(2, stage_objective(setup, TG.HYBRIDS, TG.hybrid_targets()), params,
+                       STAGE2_SPACE, budget.sobol2, budget.nm2, log=log)
+    params = with_values(params, stage2.values)
+
+    log("stage 3: GILP and its ablations (predictions)")
+    t3 = time.perf_counter()
+    summaries3 = simulate(setup, STAGE3_METHODS, params, ood=bool(ood))
+    _, rows3 = TG.evaluate(TG.gilp_checks(bool(ood)), summaries3)
+    rows3 += TG.relation_checks(summaries3)
+    # The fitted bands are re-checked on the stage-3 run (same episodes, final parameters).
+    _, recheck = TG.evaluate([t._replace(stage=3, weight=0.0) for t in targets1 + TG.hybrid_targets()
+                              if t.band is not None and t.method in summaries3], summaries3)
+    stage3_seconds = time.perf_counter() - t3
+    doc = _document(params, tokens, [stage1, stage2], rows3, recheck, summaries3,
+                    _meta(budget, benches, time.perf_counter() - start, backbone=backbone,
+                          profile=profile, run_seed=run_seed,
+                          ood_evaluated=bool(ood), stage3_seconds=round(stage3_seconds, 2)))
+    write_outputs(Path(out), doc, PARAMS_FILE, RESIDUALS_FILE)
+    log(f"wrote {Path(out) / PARAMS_FILE} and {Path(out) / RESIDUALS_FILE}")
+    return doc
+
+
+def real_targets_and_tasks(work: str | Path, run_dir: str | Path) -> tuple[list, dict, dict]:
+    """Stage-1 targets from a real run's Agent-Replan episodes, and the tasks they ran on
+    (`{bench: stacked arrays}`, `{bench: event task ids}`)."""
+    from bsjax.gilp import events, pipeline
+    rows = events.read_events(Path(run_dir) / "events.jsonl")
+    agent = [r for r in rows if r["method"] == "Agent-Replan"]
+    if not agent:
+        raise ValueError(f"{run_dir}/events.jsonl has no Agent-Replan episodes")
+    summary = metrics.summarise(agent)["Agent-Replan"]
+    tasks, ids = {}, {}
+    for bench in sorted({r["bench"] for r in agent}, key=C.BENCHMARKS.index):
+        refs = sorted({(r["split"], r["task"]) for r in agent if r["bench"] == bench})
+        picked = []
+        for split, task in refs:  # real.TaskRef ids: val tasks are offset, test ones are not
+            source = ("val" if task >= C.SPLIT_OFFSET["val"] else
+                      "test_ood" if split == "ood" else "test_id")
+            index = task - C.SPLIT_OFFSET["val"] if source == "val" else task
+            arrays = pipeline.tasks(Path(work), bench, source, index + 1)
+            picked.append({k: v[index] for k, v in arrays.items()})
+        tasks[bench] = {k: np.stack([p[k] for p in picked]) for k in picked[0]}
+        ids[bench] = [task for _, task in refs]
+    return TG.agent_targets(summary), tasks, ids
+
+
+def calibrate_from_real(work: str | Path, out: str | Path, run_dir: str | Path,
+                        budget: CalibrationBudget, base: SimParams | None = None,
+                        run_seed: int = 0, cfg: C.GilpConfig = C.GilpConfig(),
+                        log: Log = lambda line: None) -> dict:
+    """Refit stage 1 to measured real-path Agent-Replan episodes (spec "Refitting to a local
+    model"); other parameters come from `base` (the paper-calibrated set when given). Writes
+    `gilp_sim_params.local.json` and `CALIBRATION_RESIDUALS.local.md`."""
+    budget.validate()
+    start = time.perf_counter()
+    targets, tasks, ids = real_targets_and_tasks(work, run_dir)
+    setup = SimSetup(tasks=tasks, models={}, seeds=tuple(range(budget.seeds)),
+                     root_key=jax.random.key(run_seed), task_ids=ids, cfg=cfg)
+    horizons = np.concatenate([np.asarray(t["horizon"]) for t in tasks.values()])
+    targets = drop_empty_buckets(targets, horizons)
+    base = SimParams() if base is None else base
+    stage1 = fit_stage(1, stage_objective(setup, ["Agent-Replan"], targets), base,
+                       STAGE1_SPACE, budget.sobol1, budget.nm1, log=log)
+    params = with_values(base, stage1.values)
+    doc = _document(params, None, [stage1], [], [], stage1.summaries,
+                    _meta(budget, list(tasks), time.perf_counter() - start,
+                          from_real=str(run_dir), run_seed=run_seed))
+    write_outputs(Path(out), doc, LOCAL_PARAMS_FILE, LOCAL_RESIDUALS_FILE)
+    log(f"wrote {Path(out) / LOCAL_PARAMS_FILE}")
+    return doc
+
+
+def _document(params, tokens, stages, rows3, recheck, summaries, meta) -> dict:
+    meta = dict(meta)
+    for i, st in enumerate(stages, 1):
+        meta[f"stage{i}"] = {"objective": st.objective, "start_objective": st.start_objective,
+                             "evaluations": st.evaluations, "seconds": round(st.seconds, 2),
+                             "values": st.values}
+    rows = [r for st in stages for r in st.rows] + rows3
+    return {"params": to_dict(params), "token_model": tokens, "rows": rows,
+            "band_recheck": recheck, "meta": meta,
+            "summaries": {m: {k: s.get(k) for k in ("episodes", "sr", "hsr", "hsr_draft", "iar",
+                                                    "pd", "rwf", "calls_step", "corr_rate",
+                                                    "risk_rate", "alpha", "beta", "prop1_hsr")}
+                          for m, s in summaries.items()}}
+
+
+def write_outputs(out: Path, doc: dict, params_name: str, residuals_name: str) -> None:
+    """The parameter file (with residual rows and meta) and the residual table."""
+    from bsjax.gilp.sim.params import from_dict
+    out.mkdir(parents=True, exist_ok=True)
+    save_params(out / params_name, from_dict(doc["params"]),
+                residuals={"rows": doc["rows"], "band_recheck": doc["band_recheck"],
+                           "token_model": doc["token_model"]}, meta=doc["meta"])
+    (out / residuals_name).write_text(residuals_markdown(doc))
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, list):
+        return ", ".join(_fmt(v) for v in x)
+    return f"{x:.4f}" if isinstance(x, float) else str(x)
+
+
+def residuals_markdown(doc: dict) -> str:
+    """CALIBRATION_RESIDUALS.md: every row of stages 1-3, the band re-check and the token fit."""
+    meta = doc["meta"]
+    lines = ["# Simulator calibration residuals", "",
+             f"Benchmarks: {', '.join(meta['benchmarks'])}; {meta['tasks_per_bench']} tasks × "
+             f"{meta['seeds']} seeds per benchmark; {meta['seconds']} s in all.", ""]
+    for i in (1, 2):
+        st = meta.get(f"stage{i}")
+        if st:
+            lines.append(f"- Stage {i}: objective {st['objective']:.5f} (start "
+                         f"{st['start_objective']:.5f}), {st['evaluations']} evaluations, "
+                         f"{st['seconds']} s.")
+    head = ["| stage | method | metric | target | value | residual | weight | [rev] | band | "
+            "pass |", "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def table(rows):
+        out = list(head)
+        for r in rows:
+            band = "" if not r["band"] else f"[{r['band'][0]:.3f}, {r['band'][1]:.3f}]"
+            ok = "" if r["pass"] is None else ("pass" if r["pass"] else "FAIL")
+            out.append(f"| {r['stage']} | {r['method']} | {r['metric']} | {_fmt(r['target'])} | "
+                       f"{_fmt(r['value'])} | {_fmt(r['residual'])} | {r['weight']:g} | "
+                       f"{'yes' if r['rev'] else ''} | {band} | {ok} |")
+        return out
+
+    lines += ["", "## Residuals (stages 1-2 fitted, stage 3 predicted)", ""] + table(doc["rows"])
+    if doc["band_recheck"]:
+        lines += ["", "## Fitted bands re-checked on the stage-3 run", ""]
+        lines += table(doc["band_recheck"])
+    tok = doc["token_model"]
+    if tok:
+        lines += ["", "## Token model", "",
+                  f"R² = {tok['r2']:.4f} on {tok['prompts']} rendered prompts (pooled; "
+                  f"RMSE {tok['rmse']:.1f} tokens; band R² ≥ 0.98: "
+                  f"{'pass' if tok['r2'] >= 0.98 else 'FAIL'}).",
+                  "Per benchmark: " + ", ".join(f"{b} {r:.4f}"
+                                                for b, r in tok["r2_per_bench"].items()), "",
+                  "| coefficient | value |", "|---|---|"]
+        lines += [f"| {k} | {v:.3f} |" for k, v in tok["coefs"].items()]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["BUDGETS", "CalibrationBudget", "SimSetup", "StageResult", "calibrate",
+           "calibrate_from_real", "fit_stage", "fit_tokens", "get_budget", "residuals_markdown",
+           "simulate", "stage_objective", "with_values", "write_outputs"]
