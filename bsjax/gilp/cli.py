@@ -160,7 +160,7 @@ def cmd_run(args) -> int:
     if args.params:
         from bsjax.gilp.sim.params import load_params
         try:
-            params = load_params(args.params)
+            params = {bench: load_params(args.params, bench) for bench in benches}
         except (OSError, ValueError, KeyError) as err:
             raise UsageError(f"bad simulator parameter file {args.params}: {err}") from None
     try:
@@ -198,6 +198,41 @@ def cmd_report(args) -> int:
     except ValueError as err:
         raise UsageError(str(err)) from None
     _print_summary(summary, out, args.json)
+    return 0
+
+
+def cmd_paper(args) -> int:
+    """The whole GILP pipeline (bsjax.gilp.paper): tables, figures and a JSON summary."""
+    import sys
+
+    from bsjax.gilp import paper
+    try:
+        plan = paper.get_plan(args.profile)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    benches = parse_benchmarks(args.bench)
+    out = Path(args.out) if args.out else Path("results") / f"gilp-paper-{args.profile}"
+    if (out / "plan.json").exists() and not args.resume:
+        raise UsageError(f"{out} already holds a GILP paper run (use --resume or a new --out)")
+    if out.exists() and any(out.iterdir()) and not (out / "plan.json").exists():
+        raise UsageError(f"{out} is not empty and holds no GILP paper run (use a new --out)")
+    if args.params is not None:
+        from bsjax.gilp.sim.params import load_params
+        try:
+            load_params(args.params)
+        except (OSError, ValueError, KeyError) as err:
+            raise UsageError(f"bad simulator parameter file {args.params}: {err}") from None
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    try:
+        result = paper.run_paper(out, Path(args.work), plan, benches, args.run_seed, args.params,
+                                 args.resume, log=say)
+    except (FileNotFoundError, ValueError) as err:
+        raise UsageError(str(err)) from None
+    if args.json:
+        print(json.dumps(result, default=float))
+    else:
+        print((out / "table_1.md").read_text())
+        print(f"-> {out} ({result['seconds']:.0f} s)")
     return 0
 
 
@@ -240,6 +275,16 @@ def add_parser(sub) -> None:
     rn.set_defaults(func=cmd_run)
     from bsjax.gilp.cli_calibrate import add_calibrate_parser
     add_calibrate_parser(gsub)
+    pp = gsub.add_parser("paper", help="the whole pipeline: train, evaluate, tables, figures")
+    pp.add_argument("--profile", default="quick", help="quick | full | smoke (default quick)")
+    pp.add_argument("--bench", default="all", help="all, or e.g. taskgraph,toolchain")
+    pp.add_argument("--work", default=str(DEFAULT_WORK), help="GILP work directory")
+    pp.add_argument("--out", default=None, help="run directory (default results/gilp-paper-PROFILE)")
+    pp.add_argument("--params", default=None, help="simulator parameters instead of calibrating")
+    pp.add_argument("--run-seed", type=int, default=0, help="root key of the run (default 0)")
+    pp.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    pp.add_argument("--json", action="store_true", help="print the result JSON as the last line")
+    pp.set_defaults(func=cmd_paper)
     rp = gsub.add_parser("report", help="rebuild the tables of a GILP run from its events")
     rp.add_argument("run_dir")
     rp.add_argument("--json", action="store_true")

@@ -11,6 +11,9 @@ import dataclasses
 # Padded sizes (spec §2.1).
 N_MAX = 24
 A_MAX = 96
+# Most edges one graph may hold: the MPNN passes messages over a padded edge list this long
+# (generated tasks hold at most ~35; `generate` rejects a task file with more).
+E_MAX = 64
 N_ATTR = 8
 N_HIDDEN = 5
 

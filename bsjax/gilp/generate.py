@@ -60,7 +60,8 @@ def generate_task(bench: str, split: str, index: int) -> dict[str, np.ndarray]:
     best, best_horizon = None, None
     for _ in range(MAX_TRIES):
         arrays = sample_task(rng, split)
-        if arrays is None or int(arrays["nmask"].sum()) > C.N_MAX:
+        if (arrays is None or int(arrays["nmask"].sum()) > C.N_MAX
+                or int((arrays["etype"] >= 0).sum()) > C.E_MAX):
             continue
         horizon = horizon_of(bench, arrays)
         if horizon == target:
@@ -141,6 +142,8 @@ def load_split(path: Path) -> tuple[dict[str, np.ndarray], dict]:
     count = len(arrays["status"])
     if arrays["status"].shape != (count, C.N_MAX) or arrays["etype"].shape != (count, C.N_MAX, C.N_MAX):
         raise TaskFileError(f"malformed task file {path}: unexpected array shapes")
+    if int((arrays["etype"] >= 0).sum(axis=(1, 2)).max(initial=0)) > C.E_MAX:
+        raise TaskFileError(f"malformed task file {path}: a graph has more than {C.E_MAX} edges")
     if checksum(arrays) != manifest.get("sha256"):
         raise TaskFileError(f"task file {path}: checksum does not match its manifest")
     return arrays, manifest

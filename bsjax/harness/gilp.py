@@ -15,6 +15,7 @@ unit already on disk. The same seed and config give byte-identical event files.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -27,6 +28,7 @@ from bsjax.gilp import events as E
 from bsjax.gilp import metrics, pipeline
 from bsjax.gilp.envs import registry
 from bsjax.gilp.methods import get_method
+from bsjax.gilp.sim.params import params_for
 
 EVAL_SPLITS = ("test_id", "test_ood")
 
@@ -55,10 +57,11 @@ def run_unit(method_name: str, bench: str, split: str, tasks, model, seeds: Sequ
 
 
 def run_units(method_names: Sequence[str], bench: str, split: str, tasks, model,
-              seeds: Sequence[int], root_key: jax.Array, params=None
+              seeds: Sequence[int], root_key: jax.Array, params=None, planner=None
               ) -> dict[str, tuple[list[dict], float]]:
     """Event rows and seconds of several methods on one split's tasks. The simulated LLM methods
-    share one compiled simulator (`run_simulated_many`); parametric planners run one by one."""
+    share one compiled simulator (`run_simulated_many`); parametric planners run one by one with
+    `planner` settings (`ParametricConfig`, default the spec's)."""
     from bsjax.gilp.sim import run as sim_run
     rules = registry.get(bench)
     methods = [get_method(m) for m in method_names]
@@ -77,7 +80,8 @@ def run_units(method_names: Sequence[str], bench: str, split: str, tasks, model,
         if m.parametric is not None:
             from bsjax.gilp.planners import parametric_episodes as PE
             start = time.perf_counter()
-            records = PE.run_parametric(m.name, rules, model, tasks, list(seeds), root_key)
+            kw = {} if planner is None else {"params": planner}
+            records = PE.run_parametric(m.name, rules, model, tasks, list(seeds), root_key, **kw)
             out[m.name] = (PE.records_to_events(records, m.name, rules, split, tasks),
                            time.perf_counter() - start)
     return out
@@ -86,11 +90,12 @@ def run_units(method_names: Sequence[str], bench: str, split: str, tasks, model,
 def run(out: Path, work: Path, methods: Sequence[str], benches: Sequence[str],
         profile: pipeline.Profile, backbone: str = "MPNN", seeds: int | None = None,
         run_seed: int = 0, params=None, resume: bool = False,
-        progress: Callable[[str], None] | None = None) -> dict:
+        progress: Callable[[str], None] | None = None, planner=None) -> dict:
     """Evaluate `methods` on the test splits of `benches`; returns the summary (also written).
 
     Backbone checkpoints must exist (`bsjax gilp train`); a missing one raises FileNotFoundError
-    before anything is written.
+    before anything is written. `planner` overrides the parametric planners' settings
+    (`ParametricConfig`; recorded in run.json).
     """
     out, work = Path(out), Path(work)
     seeds = profile.seeds if seeds is None else seeds
@@ -98,7 +103,8 @@ def run(out: Path, work: Path, methods: Sequence[str], benches: Sequence[str],
     models = {b: pipeline.load_backbone(work, b, backbone, profile) if needs_backbone else None
               for b in benches}
     config = {"profile": profile.name, "backbone": backbone, "seeds": seeds, "run_seed": run_seed,
-              "methods": list(methods), "benches": list(benches), "work": str(work)}
+              "methods": list(methods), "benches": list(benches), "work": str(work),
+              "planner": None if planner is None else dataclasses.asdict(planner)}
     out.mkdir(parents=True, exist_ok=True)
     run_json = out / "run.json"
     if run_json.exists() and resume:
@@ -115,7 +121,8 @@ def run(out: Path, work: Path, methods: Sequence[str], benches: Sequence[str],
             if not todo:
                 continue
             tasks = eval_tasks(work, bench, split, profile)
-            units = run_units(todo, bench, split, tasks, models[bench], range(seeds), root, params)
+            units = run_units(todo, bench, split, tasks, models[bench], range(seeds), root,
+                              params_for(params, bench), planner)
             for method in todo:
                 rows, seconds = units[get_method(method).name]
                 _write_atomic(unit_path(out, method, bench, split), rows)

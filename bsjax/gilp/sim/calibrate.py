@@ -263,20 +263,24 @@ def drop_empty_buckets(targets: list[TG.Target], horizons: np.ndarray) -> list[T
 
 def fit_tokens(task_sets: Mapping[str, Mapping[str, np.ndarray]], n_prompts: int,
                tokenizer: Callable[[str], float] = TM.char_tokens, seed: int = 0) -> dict:
-    """The token model on `n_prompts` rendered prompts: pooled fit (its coefficients go into
-    the parameters) and per-benchmark R² (the formula has no benchmark term)."""
+    """The token model on `n_prompts` rendered prompts: the pooled fit (its coefficients go
+    into the parameters) and one fit per benchmark (the formula has no benchmark term, and
+    prompts of different benchmarks spend different tokens per node; `load_params(path, bench)`
+    applies a benchmark's own coefficients)."""
     samples = TM.render_all(task_sets, n_prompts, seed, tokenizer)
     fit = TM.fit_token_model(samples)
-    per_bench = {}
+    per_bench, coefs_per_bench = {}, {}
     benches = np.asarray(samples.bench)
     for bench in task_sets:
         keep = benches == bench
         part = TM.TokenSamples(*(getattr(samples, f)[keep] for f in
                                  ("call_type", "n_real", "n_cands", "n_rows", "history",
                                   "tokens")), bench=tuple(benches[keep]))
-        per_bench[bench] = TM.fit_token_model(part).r2
+        bench_fit = TM.fit_token_model(part)
+        per_bench[bench], coefs_per_bench[bench] = bench_fit.r2, bench_fit.coefs
     return {"coefs": fit.coefs, "r2": fit.r2, "rmse": fit.rmse, "prompts": fit.n,
-            "mean_tokens": fit.mean_tokens, "r2_per_bench": per_bench}
+            "mean_tokens": fit.mean_tokens, "r2_per_bench": per_bench,
+            "coefs_per_bench": coefs_per_bench}
 
 
 # --- orchestration ------------------------------------------------------------------------------

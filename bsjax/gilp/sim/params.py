@@ -128,8 +128,11 @@ def save_params(path: str | Path, params: SimParams, residuals: dict | None = No
     return path
 
 
-def load_params(path: str | Path) -> SimParams:
-    """Read the parameters of a file written by `save_params` (or a bare name -> value map)."""
+def load_params(path: str | Path, bench: str | None = None) -> SimParams:
+    """Read the parameters of a file written by `save_params` (or a bare name -> value map).
+
+    With `bench`, that benchmark's own token-model coefficients replace the pooled ones when the
+    file holds them (`residuals.token_model.coefs_per_bench`, written by calibration)."""
     path = _path(path)
     if not path.is_file():
         raise FileNotFoundError(f"simulator parameter file not found: {path}")
@@ -137,4 +140,14 @@ def load_params(path: str | Path) -> SimParams:
     values = doc.get("params", doc) if isinstance(doc, dict) else None
     if not isinstance(values, dict):
         raise ValueError(f"{path}: expected a JSON object of parameters")
-    return from_dict({k: v for k, v in values.items() if k != "format"})
+    values = {k: v for k, v in values.items() if k != "format"}
+    if bench is not None and isinstance(doc, dict):
+        token_model = (doc.get("residuals") or {}).get("token_model") or {}
+        values.update((token_model.get("coefs_per_bench") or {}).get(bench, {}))
+    return from_dict(values)
+
+
+def params_for(params, bench: str):
+    """The `SimParams` of a benchmark from a single set or a `{bench: SimParams}` map (None
+    stays None: the initial values)."""
+    return params.get(bench) if isinstance(params, dict) else params

@@ -1,0 +1,279 @@
+"""`bsjax gilp paper`: the whole GILP pipeline in one command (spec/gilp.md §7).
+
+generate → train backbones → (calibrate) → evaluate every method on the test splits → the
+backbone comparison (Table 4) → the τ_low sweep on val (Table 5b) → tables and figures.
+
+Every stage writes files and skips work already on disk, so an interrupted run resumes: tasks,
+labelled data and checkpoints live in the work directory (`pipeline`), evaluation units in the
+run's `main/` and `backbones/NAME/` directories (`harness.gilp`), the sweep in `tau_sweep.json`.
+
+Layout of `OUT`:
+
+    OUT/plan.json                    the plan (profile, benchmarks, backbones, methods)
+    OUT/calibration/                 gilp_sim_params.json + CALIBRATION_RESIDUALS.md (if calibrated)
+    OUT/main/                        the 13 methods + Oracle with the MPNN backbone (events, summary)
+    OUT/backbones/NAME/              MPC and Hybrid-Full with backbone NAME (Table 4)
+    OUT/tau_sweep.json               GILP on val for each τ_low (Table 5b)
+    OUT/table_N.md|csv, OUT/f*.png   the tables and figures
+    OUT/result.json                  the JSON summary (`--json` prints it as the last line)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+import jax
+import numpy as np
+
+from bsjax.gilp import config as C
+from bsjax.gilp import metrics, pipeline
+from bsjax.gilp.methods import METHOD_NAMES, get_method, with_tau_low
+from bsjax.gilp.planners.parametric import ParametricConfig
+from bsjax.gilp.sim.params import params_for
+
+Log = Callable[[str], None]
+MAIN_BACKBONE = "MPNN"
+ALL_BACKBONES = ("MLP", "GCN", "MPNN", "GPS", "ActionNode", "ErrorAware")
+
+
+@dataclasses.dataclass(frozen=True)
+class PaperPlan:
+    """What `bsjax gilp paper` runs for a profile.
+
+    Attributes:
+      profile: the pipeline profile (tasks, epochs, seeds; `pipeline.PROFILES`).
+      backbones: architectures trained and measured (Table 4's backbone metrics).
+      table4_backbones: architectures whose planners (standalone MPC, Hybrid-Full) are evaluated.
+      calibrate: calibration budget preset (`sim.calibrate.BUDGETS`), or None to use the
+        simulator's initial parameters.
+      tau_lows: the τ_low values of the Table 5b sweep.
+      sweep_tasks, sweep_seeds: val tasks per benchmark and seeds of the sweep.
+      planner: the parametric planners' settings (None: the spec's `ParametricConfig`).
+    """
+
+    profile: str
+    backbones: tuple[str, ...]
+    table4_backbones: tuple[str, ...]
+    calibrate: str | None
+    tau_lows: tuple[float, ...]
+    sweep_tasks: int
+    sweep_seeds: int
+    planner: ParametricConfig | None = None
+
+
+# Cheaper parametric planners for the reduced profiles (MPC: 4 rollouts of 2 steps; MCTS: 8
+# simulations); their cost is what dominates a CPU evaluation.
+SMALL_PLANNER = ParametricConfig(mpc_candidates=4, mpc_horizon=2, mcts_simulations=8,
+                                 mcts_max_depth=4)
+PLANS = {
+    # Two backbones, no calibration, a reduced evaluation: under 15 minutes on 2 CPU cores.
+    "quick": PaperPlan("quick", ("MLP", "MPNN"), ("MPNN",), None, (0.20, 0.30, 0.40), 10, 2,
+                       SMALL_PLANNER),
+    "smoke": PaperPlan("smoke", ("MLP", "MPNN"), ("MPNN",), None, (0.30,), 4, 1, SMALL_PLANNER),
+    # The paper's protocol: all six backbones, calibration on val, 8 seeds (hours on a CPU).
+    "full": PaperPlan("paper", ALL_BACKBONES, ALL_BACKBONES, "paper",
+                      (0.15, 0.20, 0.25, 0.30, 0.35, 0.40, 0.50), 100, 8),
+}
+
+
+def get_plan(name: str) -> PaperPlan:
+    if name not in PLANS:
+        raise ValueError(f"unknown paper profile {name!r} (choose from {', '.join(PLANS)})")
+    return PLANS[name]
+
+
+def _atomic_json(path: Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=float) + "\n")
+    os.replace(tmp, path)
+
+
+def train_all(work: Path, benches: Sequence[str], plan: PaperPlan, log: Log) -> dict:
+    """Train (or load) every planned backbone on every benchmark; `{bench: {name: summary}}`."""
+    profile = pipeline.get_profile(plan.profile)
+    trained: dict[str, dict] = {}
+    for bench in benches:
+        for name in plan.backbones:
+            log(f"train {bench} / {name} ({profile.name})")
+            trained.setdefault(bench, {})[name] = pipeline.train(work, bench, name, profile)
+    return trained
+
+
+def _backbone_row(summaries: list[dict]) -> dict:
+    """Table 4's backbone metrics pooled over benchmarks (means weighted by held-out samples is
+    not recorded per metric, so benchmarks count equally)."""
+    def mean(split: str, key: str):
+        values = [s["metrics"][split].get(key) for s in summaries]
+        values = [v for v in values if v is not None and not np.isnan(v)]
+        return float(np.mean(values)) if values else None
+    return {"params": summaries[0]["params"], "node_mse": mean("pooled", "node_mse"),
+            "delta_acc_all": mean("pooled", "delta_acc_all"),
+            "delta_acc_changed": mean("pooled", "delta_acc_changed"),
+            "valid_acc": mean("pooled", "valid_acc"), "trans_acc": mean("pooled", "trans_acc"),
+            "trans_acc_id": mean("id", "trans_acc"), "trans_acc_ood": mean("ood", "trans_acc"),
+            "train_seconds": float(sum(s["train_seconds"] for s in summaries)),
+            "steps_per_second": float(np.mean([s["steps_per_second"] for s in summaries]))}
+
+
+def _planner_cells(pooled: dict) -> dict:
+    mpc, hybrid = pooled.get("Parametric-WM-MPC", {}), pooled.get("Hybrid-Full", {})
+    return {"standalone_sr": mpc.get("sr"), "hybrid_sr": hybrid.get("sr"),
+            "hybrid_hsr": hybrid.get("hsr")}
+
+
+def backbone_table(trained: dict, planner_runs: dict) -> dict:
+    """Table 4's input: `{scope: {backbone: row}}` with scope a benchmark or "pooled"."""
+    table: dict[str, dict] = {"pooled": {}}
+    names = sorted({n for per in trained.values() for n in per}, key=ALL_BACKBONES.index)
+    for name in names:
+        summaries = [per[name] for per in trained.values() if name in per]
+        runs = planner_runs.get(name)
+        table["pooled"][name] = {**_backbone_row(summaries),
+                                 **(_planner_cells(runs["pooled"]) if runs else {})}
+        for bench, per in trained.items():
+            if name in per:
+                cells = _planner_cells(runs["by_benchmark"].get(bench, {})) if runs else {}
+                table.setdefault(bench, {})[name] = {**_backbone_row([per[name]]), **cells}
+    return table
+
+
+def tau_sweep(out: Path, work: Path, benches: Sequence[str], plan: PaperPlan, params,
+              run_seed: int, log: Log) -> dict:
+    """GILP on val for each τ_low (Table 5b); all points share one compiled simulator."""
+    from bsjax.gilp.envs import registry
+    from bsjax.gilp.sim import run as sim_run
+    path = out / "tau_sweep.json"
+    if path.exists():
+        return {float(k): v for k, v in json.loads(path.read_text()).items()}
+    profile = pipeline.get_profile(plan.profile)
+    points = [with_tau_low(get_method("GILP"), tau) for tau in plan.tau_lows]
+    rows: dict[float, list] = {tau: [] for tau in plan.tau_lows}
+    for bench in benches:
+        log(f"tau_low sweep on {bench} val ({len(points)} values)")
+        model = pipeline.load_backbone(work, bench, MAIN_BACKBONE, profile)
+        tasks = pipeline.tasks(work, bench, "val", plan.sweep_tasks)
+        runs = sim_run.run_simulated_many(points, registry.get(bench), model, tasks,
+                                          range(plan.sweep_seeds), jax.random.key(run_seed),
+                                          params_for(params, bench))
+        for tau, run in zip(plan.tau_lows, runs):
+            rows[tau].extend(sim_run.records_to_events(run, "id"))
+    sweep = {tau: metrics.summarise_method(r, tau_low=tau) for tau, r in rows.items()}
+    _atomic_json(path, {str(k): v for k, v in sweep.items()})
+    return sweep
+
+
+def _method_json(stats: dict) -> dict:
+    keys = {"sr": "sr", "sr_ci": "sr_ci", "sr_h10": "sr_h10", "hsr": "hsr", "hsr_draft": "hsr_draft",
+            "iar": "iar", "pd": "pd", "rwf": "rwf", "calls_per_step": "calls_step",
+            "tok_task": "tok_task", "episodes": "episodes"}
+    return {name: stats.get(key) for name, key in keys.items()}
+
+
+def result_json(summary: dict, backbones: dict, seconds: float, extra: dict) -> dict:
+    """The `--json` document: methods (pooled §6.2 metrics) and backbones (pooled Table 4)."""
+    return {"methods": {m: _method_json(s) for m, s in summary["pooled"].items()},
+            "backbones": {name: {"trans_acc": row.get("trans_acc"),
+                                 "delta_acc": row.get("delta_acc_all"),
+                                 "valid_acc": row.get("valid_acc"), "params": row.get("params"),
+                                 "trans_acc_id": row.get("trans_acc_id"),
+                                 "trans_acc_ood": row.get("trans_acc_ood"),
+                                 "standalone_sr": row.get("standalone_sr"),
+                                 "hybrid_sr": row.get("hybrid_sr"),
+                                 "hybrid_hsr": row.get("hybrid_hsr"),
+                                 "train_seconds": row.get("train_seconds"),
+                                 "steps_per_second": row.get("steps_per_second")}
+                          for name, row in backbones.get("pooled", {}).items()},
+            "seconds": round(seconds, 1), **extra}
+
+
+def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = C.BENCHMARKS,
+              run_seed: int = 0, params_file: str | Path | None = None, resume: bool = False,
+              log: Log = lambda line: None) -> dict:
+    """Run the pipeline; returns the result document (also `OUT/result.json`)."""
+    from bsjax.harness import gilp as harness
+    from bsjax.report import gilp_figures, gilp_tables
+    start = time.perf_counter()
+    say = log
+    log = lambda line: say(f"[{time.perf_counter() - start:6.0f} s] {line}")  # noqa: E731
+    out, work = Path(out), Path(work)
+    plan_doc = {"plan": dataclasses.asdict(plan), "benches": list(benches), "run_seed": run_seed,
+                "params_file": None if params_file is None else str(params_file),
+                "work": str(work)}
+    plan_doc = json.loads(json.dumps(plan_doc))  # tuples -> lists, as read back from disk
+    plan_path = out / "plan.json"
+    if plan_path.exists():
+        if not resume:
+            raise ValueError(f"{out} already holds a GILP paper run (use --resume or a new --out)")
+        if json.loads(plan_path.read_text()) != plan_doc:
+            raise ValueError(f"{out} holds a run with another plan; use a new --out")
+    _atomic_json(plan_path, plan_doc)
+    profile = pipeline.get_profile(plan.profile)
+    stages: dict[str, float] = {}
+
+    def stage(name: str, tick: float) -> None:
+        stages[name] = round(time.perf_counter() - tick, 1)
+
+    tick = time.perf_counter()
+    trained = train_all(work, benches, plan, log)
+    stage("train", tick)
+
+    tick = time.perf_counter()
+    params = None
+    if params_file is not None:
+        from bsjax.gilp.sim.params import load_params
+        params = {bench: load_params(params_file, bench) for bench in benches}
+    elif plan.calibrate is not None:
+        from bsjax.gilp.sim import calibrate as cal
+        from bsjax.gilp.sim.params import PARAMS_FILE, load_params
+        cal_dir = out / "calibration"
+        if not (cal_dir / PARAMS_FILE).exists():
+            cal.calibrate(work, cal_dir, benches, cal.get_budget(plan.calibrate), MAIN_BACKBONE,
+                          profile.name, log=log)
+        params = {bench: load_params(cal_dir / PARAMS_FILE, bench) for bench in benches}
+    stage("calibrate", tick)
+
+    tick = time.perf_counter()
+    methods = [*METHOD_NAMES, "Oracle"]
+    summary = harness.run(out / "main", work, methods, benches, profile, MAIN_BACKBONE,
+                          run_seed=run_seed, params=params, resume=True, progress=log,
+                          planner=plan.planner)
+    stage("evaluate", tick)
+
+    tick = time.perf_counter()
+    planner_runs = {MAIN_BACKBONE: summary}
+    for name in plan.table4_backbones:
+        if name != MAIN_BACKBONE:
+            log(f"Table 4: planners with {name}")
+            planner_runs[name] = harness.run(
+                out / "backbones" / name, work, ["Parametric-WM-MPC", "Hybrid-Full"], benches,
+                profile, name, run_seed=run_seed, params=params, resume=True, progress=log,
+                planner=plan.planner)
+    backbones = backbone_table(trained, planner_runs)
+    _atomic_json(out / "backbones.json", backbones)
+    stage("table4", tick)
+
+    tick = time.perf_counter()
+    sweep = tau_sweep(out, work, benches, plan, params, run_seed, log)
+    stage("tau_sweep", tick)
+
+    tick = time.perf_counter()
+    gilp_tables.write_tables(summary["pooled"], out, tau_sweep=sweep,
+                             wall=summary.get("wall_per_task"), backbones=backbones)
+    figures = gilp_figures.write_figures(out / "main", out, backbones=backbones)
+    stage("report", tick)
+    result = result_json(summary, backbones, time.perf_counter() - start,
+                         {"out": str(out), "profile": plan.profile, "benches": list(benches),
+                          "stages": stages, "calibrated": params is not None,
+                          "figures": [p.name for p in figures]})
+    _atomic_json(out / "result.json", result)
+    return result
+
+
+__all__ = ["PLANS", "PaperPlan", "backbone_table", "get_plan", "result_json", "run_paper",
+           "tau_sweep", "train_all"]
