@@ -91,3 +91,18 @@ def toy_windows(seed: int, n_windows: int, n_max: int = C.N_MAX) -> dict[str, np
             g = {**g, "status": labels["next_status"]}
         windows.append({name: np.stack([np.asarray(s[name]) for s in steps]) for name in steps[0]})
     return {name: np.stack([w[name] for w in windows]) for name in windows[0]}
+
+
+def event_row(**kw) -> dict:
+    """A valid GILP event row (`bsjax.gilp.events` schema); keyword arguments override fields.
+    Committed atoms double as the draft's unless the draft is given."""
+    base = dict(method="Agent-Replan", bench="taskgraph", task=0, split="id", H=3, seed=0, t=0,
+                action="execute(node_1)", valid=True, calls=1, tok_in=100, tok_out=50,
+                draft_atoms=[], committed_atoms=[], halluc_draft=[], halluc_committed=[],
+                cons=None, cons_after=None, corrected=False, rho_hat=None, rho_eff=None,
+                risk_fired=False, rho_star=0.0, bad_outcome=False, live_false_atoms=0,
+                parse_fail=False, fallback=False, done=False, success=False, dead_end=False)
+    base.update(kw)
+    if "committed_atoms" in kw and "draft_atoms" not in kw:
+        base["draft_atoms"], base["halluc_draft"] = base["committed_atoms"], base["halluc_committed"]
+    return base

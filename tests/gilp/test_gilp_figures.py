@@ -12,20 +12,12 @@ from bsjax.gilp import metrics as M
 from bsjax.report import gilp_figures as F
 from bsjax.report import gilp_tables as T
 
+from gilp.synthetic import event_row
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def row(**kw) -> dict:
-    """A valid event row; keyword arguments override fields."""
-    base = dict(method="Agent-Replan", bench="taskgraph", task=0, split="id", H=3, seed=0, t=0,
-                action="execute(node_1)", valid=True, calls=1, tok_in=100, tok_out=50,
-                draft_atoms=[], committed_atoms=[], halluc_draft=[], halluc_committed=[],
-                cons=None, cons_after=None, corrected=False, rho_hat=None, rho_eff=None,
-                risk_fired=False, rho_star=0.0, bad_outcome=False, live_false_atoms=0,
-                parse_fail=False, fallback=False, done=False, success=False, dead_end=False)
-    base.update(kw)
-    base["draft_atoms"], base["halluc_draft"] = base["committed_atoms"], base["halluc_committed"]
-    return base
+row = event_row
 
 
 def episode(method: str, task: int, H: int, success: bool, halluc_every: int,
