@@ -4,7 +4,7 @@ reused (spec/gilp.md §2.7, §3.5, §3.6).
 Layout under a work directory `WORK`:
 
     WORK/tasks/BENCH_SPLIT.npz (+ .json)        generated splits (checksummed manifests)
-    WORK/data/BENCH_SPLIT_P.npz                 labelled transitions of a split (profile P)
+    WORK/data/BENCH_SPLIT_P_nCOUNT.npz          labelled transitions of a split's first COUNT tasks
     WORK/backbones/BENCH_NAME_sS_P.eqx (+ .json) trained checkpoints with sidecars
     WORK/backbones/BENCH_NAME_sS_P.metrics.json  §3.6 metrics on held-out test transitions
 
@@ -92,7 +92,8 @@ def labelled(work: Path, bench: str, split: str, profile: Profile, count: int,
     """Labelled transitions from the first `count` tasks of a split (built once, then loaded)."""
     from bsjax.gilp import dataset
     from bsjax.gilp.envs import registry
-    path = Path(work) / "data" / f"{bench}_{split}_{profile.name}.npz"
+    # The task count is in the name, so a resized profile never reuses stale transitions.
+    path = Path(work) / "data" / f"{bench}_{split}_{profile.name}_n{count}.npz"
     if path.exists():
         return D.load_npz(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -126,7 +127,11 @@ def train(work: Path, bench: str, backbone: str, profile: Profile, seed: int = 0
     path = checkpoint_path(work, bench, backbone, seed, profile)
     summary_path = path.with_suffix(".metrics.json")
     if path.exists() and summary_path.exists():
-        return json.loads(summary_path.read_text())
+        summary = json.loads(summary_path.read_text())
+        # Reuse only a checkpoint trained as this profile now specifies (profiles can be resized).
+        if (summary.get("epochs"), summary.get("train_tasks")) == (profile.epochs,
+                                                                   profile.train_tasks):
+            return summary
     bench_rules = registry.get(bench)
     train_data = labelled(work, bench, "train", profile, profile.train_tasks)
     val_data = labelled(work, bench, "val", profile, profile.val_tasks)
@@ -146,7 +151,8 @@ def train(work: Path, bench: str, backbone: str, profile: Profile, seed: int = 0
               for name in held_out["id"]}
     metrics["pooled"] = backbone_metrics.backbone_metrics(model, pooled, bench_rules.decode)
     summary = {"bench": bench, "backbone": backbone, "seed": seed, "profile": profile.name,
-               "params": metrics["pooled"]["params"], "train_samples": len(train_data["action"]),
+               "params": metrics["pooled"]["params"], "train_tasks": profile.train_tasks,
+               "train_samples": len(train_data["action"]),
                "epochs": profile.epochs, "steps": steps, "train_seconds": round(seconds, 2),
                "steps_per_second": round(steps / max(seconds, 1e-9), 2),
                "final_train_loss": history[-1]["train_loss"],
