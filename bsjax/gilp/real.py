@@ -589,16 +589,28 @@ def run_real(out: str | Path, methods: Sequence[str | MethodConfig], tasks: Sequ
     return {"events": str(path), "run": ran, "skipped": skipped, "episodes": infos}
 
 
+def read_real_run(events_path: str | Path) -> tuple[list[dict], list[dict]]:
+    """`(event rows, sidecar episode rows)` of a real run's `events.jsonl` (a directory means
+    its `events.jsonl`); a missing sidecar gives no episode rows."""
+    path = Path(events_path)
+    path = path / E.EVENTS_FILE if path.is_dir() else path
+    side_path = path.with_name(SIDECAR)
+    side = [json.loads(line) for line in side_path.read_text().splitlines()
+            if line.strip()] if side_path.exists() else []
+    return E.read_events(path), side
+
+
 def summarise_real(events_path: str | Path) -> dict[str, dict]:
+    """`summarise_real_rows` of a real run's files."""
+    return summarise_real_rows(*read_real_run(events_path))
+
+
+def summarise_real_rows(rows: list[dict], side: list[dict]) -> dict[str, dict]:
     """Per method: n, SR, HSR (committed, draft), calls/step, correction and risk-gate rates,
     JSON-fail rate per call, fallbacks, timeouts, tokens per task, $ per task at the driver's
     price row and at GPT-4o-mini prices, and backend seconds per call (JSON-fail rate, $ per task
-    and seconds come from the sidecar)."""
+    and seconds come from the sidecar rows `side`)."""
     from bsjax.gilp import metrics
-    path = Path(events_path)
-    rows = E.read_events(path)
-    side = [json.loads(line) for line in path.with_name(SIDECAR).read_text().splitlines()
-            if line.strip()] if path.with_name(SIDECAR).exists() else []
     out = {}
     for method, s in metrics.summarise(rows).items():
         mine = [r for r in side if r["method"] == method]

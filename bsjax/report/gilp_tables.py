@@ -14,8 +14,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import json
-import tempfile
 from pathlib import Path
 
 from bsjax.gilp import config as C
@@ -421,31 +419,19 @@ def table7(real: dict) -> Table:
 def real_by_benchmark(events_path: str | Path, subset: int = 5) -> dict[str, dict]:
     """Table 7's input from a real run's `events.jsonl` (+ `episodes.jsonl` sidecar):
     {bench: summarise_real, "pooled": ..., "taskgraph n=5": the first `subset` TaskGraph task
-    ids}. Each part is summarised by `summarise_real` itself from a filtered copy."""
-    from bsjax.gilp import events as E
+    ids}, each summarised by `summarise_real_rows` on its filtered rows."""
     from bsjax.gilp import real as R
-    path = Path(events_path)
-    path = path / E.EVENTS_FILE if path.is_dir() else path
-    rows = E.read_events(path)
-    side_path = path.with_name(R.SIDECAR)
-    side = [json.loads(line) for line in side_path.read_text().splitlines()
-            if line.strip()] if side_path.exists() else []
+    rows, side = R.read_real_run(events_path)
     first = sorted({r["task"] for r in rows if r["bench"] == "taskgraph"})[:subset]
     parts = {b: lambda r, b=b: r["bench"] == b for b in C.BENCHMARKS}
     parts[T7_SUBSET] = lambda r: r["bench"] == "taskgraph" and r["task"] in first
     out = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for scope, keep in parts.items():
-            part = [r for r in rows if keep(r)]
-            if not part or (scope == T7_SUBSET and len(first) < subset):
-                continue
-            folder = Path(tmp) / scope.replace(" ", "_").replace("=", "")
-            folder.mkdir()
-            E.write_events(folder / E.EVENTS_FILE, part)
-            (folder / R.SIDECAR).write_text("".join(json.dumps(s) + "\n" for s in side if keep(s)))
-            out[scope] = R.summarise_real(folder / E.EVENTS_FILE)
+    for scope, keep in parts.items():
+        part = [r for r in rows if keep(r)]
+        if part and not (scope == T7_SUBSET and len(first) < subset):
+            out[scope] = R.summarise_real_rows(part, [s for s in side if keep(s)])
     if rows:
-        out["pooled"] = R.summarise_real(path)
+        out["pooled"] = R.summarise_real_rows(rows, side)
     return out
 
 
