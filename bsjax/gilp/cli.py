@@ -174,12 +174,8 @@ def cmd_run(args) -> int:
 
 
 def _print_summary(summary: dict, out: Path, as_json: bool) -> None:
-    # The JSON names -> summary keys.
-    keys = {"sr": "sr", "sr_ci": "sr_ci", "sr_h10": "sr_h10", "hsr": "hsr", "hsr_draft": "hsr_draft",
-            "iar": "iar", "pd": "pd", "rwf": "rwf", "calls_per_step": "calls_step",
-            "tok_task": "tok_task", "episodes": "episodes"}
-    pooled = summary["pooled"]
-    methods = {m: {name: pooled[m].get(key) for name, key in keys.items()} for m in pooled}
+    from bsjax.harness.gilp import method_json
+    methods = {m: method_json(stats) for m, stats in summary["pooled"].items()}
     if as_json:
         print(json.dumps({"out": str(out), "methods": methods}, default=float))
         return

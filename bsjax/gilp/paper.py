@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 from pathlib import Path
 from typing import Callable, Sequence
@@ -85,13 +84,6 @@ def get_plan(name: str) -> PaperPlan:
     if name not in PLANS:
         raise ValueError(f"unknown paper profile {name!r} (choose from {', '.join(PLANS)})")
     return PLANS[name]
-
-
-def _atomic_json(path: Path, data) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=float) + "\n")
-    os.replace(tmp, path)
 
 
 def train_all(work: Path, benches: Sequence[str], plan: PaperPlan, log: Log) -> dict:
@@ -164,20 +156,14 @@ def tau_sweep(out: Path, work: Path, benches: Sequence[str], plan: PaperPlan, pa
         for tau, run in zip(plan.tau_lows, runs):
             rows[tau].extend(sim_run.records_to_events(run, "id"))
     sweep = {tau: metrics.summarise_method(r, tau_low=tau) for tau, r in rows.items()}
-    _atomic_json(path, {str(k): v for k, v in sweep.items()})
+    pipeline.atomic_json(path, {str(k): v for k, v in sweep.items()})
     return sweep
-
-
-def _method_json(stats: dict) -> dict:
-    keys = {"sr": "sr", "sr_ci": "sr_ci", "sr_h10": "sr_h10", "hsr": "hsr", "hsr_draft": "hsr_draft",
-            "iar": "iar", "pd": "pd", "rwf": "rwf", "calls_per_step": "calls_step",
-            "tok_task": "tok_task", "episodes": "episodes"}
-    return {name: stats.get(key) for name, key in keys.items()}
 
 
 def result_json(summary: dict, backbones: dict, seconds: float, extra: dict) -> dict:
     """The `--json` document: methods (pooled §6.2 metrics) and backbones (pooled Table 4)."""
-    return {"methods": {m: _method_json(s) for m, s in summary["pooled"].items()},
+    from bsjax.harness.gilp import method_json
+    return {"methods": {m: method_json(s) for m, s in summary["pooled"].items()},
             "backbones": {name: {"trans_acc": row.get("trans_acc"),
                                  "delta_acc": row.get("delta_acc_all"),
                                  "valid_acc": row.get("valid_acc"), "params": row.get("params"),
@@ -212,7 +198,7 @@ def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = C
             raise ValueError(f"{out} already holds a GILP paper run (use --resume or a new --out)")
         if json.loads(plan_path.read_text()) != plan_doc:
             raise ValueError(f"{out} holds a run with another plan; use a new --out")
-    _atomic_json(plan_path, plan_doc)
+    pipeline.atomic_json(plan_path, plan_doc)
     profile = pipeline.get_profile(plan.profile)
     stages: dict[str, float] = {}
 
@@ -255,7 +241,7 @@ def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = C
                 profile, name, run_seed=run_seed, params=params, resume=True, progress=log,
                 planner=plan.planner)
     backbones = backbone_table(trained, planner_runs)
-    _atomic_json(out / "backbones.json", backbones)
+    pipeline.atomic_json(out / "backbones.json", backbones)
     stage("table4", tick)
 
     tick = time.perf_counter()
@@ -271,7 +257,7 @@ def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = C
                          {"out": str(out), "profile": plan.profile, "benches": list(benches),
                           "stages": stages, "calibrated": params is not None,
                           "figures": [p.name for p in figures]})
-    _atomic_json(out / "result.json", result)
+    pipeline.atomic_json(out / "result.json", result)
     return result
 
 

@@ -67,9 +67,12 @@ def _atomic_savez(path: Path, arrays: dict) -> None:
     os.replace(tmp, path)
 
 
-def _atomic_json(path: Path, data) -> None:
+def atomic_json(path: Path, data) -> None:
+    """Write `data` as JSON (numpy scalars as floats) under a temporary name, then rename: a
+    reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.write_text(json.dumps(data, indent=1, default=float) + "\n")
     os.replace(tmp, path)
 
 
@@ -158,7 +161,7 @@ def train(work: Path, bench: str, backbone: str, profile: Profile, seed: int = 0
                "final_train_loss": history[-1]["train_loss"],
                "final_val_loss": history[-1]["val_loss"], "history": history,
                "metrics": metrics, "checkpoint": str(path)}
-    _atomic_json(summary_path, summary)
+    atomic_json(summary_path, summary)
     return summary
 
 

@@ -134,6 +134,17 @@ def run(out: Path, work: Path, methods: Sequence[str], benches: Sequence[str],
     return report(out, wall)
 
 
+# The JSON names of a method's headline metrics (the issue's) -> `metrics.summarise_method` keys.
+JSON_METRICS = {"sr": "sr", "sr_ci": "sr_ci", "sr_h10": "sr_h10", "hsr": "hsr",
+                "hsr_draft": "hsr_draft", "iar": "iar", "pd": "pd", "rwf": "rwf",
+                "calls_per_step": "calls_step", "tok_task": "tok_task", "episodes": "episodes"}
+
+
+def method_json(stats: dict) -> dict:
+    """A method's headline metrics under their JSON names (`--json` of `run` and `paper`)."""
+    return {name: stats.get(key) for name, key in JSON_METRICS.items()}
+
+
 def load_events(out: Path) -> list[dict]:
     rows = []
     for path in sorted((Path(out) / "events").glob("*.jsonl")):
@@ -165,9 +176,7 @@ def report(out: Path, wall: dict | None = None) -> dict:
         wall = {**json.loads(previous.read_text()).get("wall", {}), **(wall or {})}
     summary["wall"] = {**(wall or {})}
     summary["wall_per_task"] = wall_per_task(summary["wall"])
-    tmp = out / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=1, default=float) + "\n")
-    os.replace(tmp, out / "summary.json")
+    pipeline.atomic_json(out / "summary.json", summary)
     gilp_tables.write_tables(summary["pooled"], out, wall=summary["wall_per_task"])
     return summary
 

@@ -122,7 +122,8 @@ def slot_cut(bench: Bench, graphs: Graph, compact: bool) -> tuple[int, int] | No
 
 def chunk_size(total: int, episode_chunk: int = EPISODE_CHUNK) -> int:
     """Episodes per compiled call: the next power of two ≥ `total`, at most `episode_chunk`, so
-    runs of similar size (a benchmark's ID and OOD splits) share one compile."""
+    runs of similar size reuse a compile when their slot cut (`slot_cut`) is the same too (a
+    benchmark's ID and OOD splits usually differ in it, so each compiles once)."""
     return min(int(episode_chunk), 1 << max(0, int(total) - 1).bit_length())
 
 
