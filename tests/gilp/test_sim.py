@@ -445,3 +445,18 @@ def _smoke(bench_name: str):
 @pytest.mark.parametrize("bench_name", C.BENCHMARKS)
 def test_smoke_every_benchmark(bench_name):
     _smoke(bench_name)
+
+
+def test_traced_flags_and_slot_cuts_give_the_per_method_events():
+    """One compiled simulator for several methods (traced flags), with the slot cut, plays the
+    same events as a method's own compile on full-size slots."""
+    model = make_backbone("MPNN", jax.random.key(0))
+    root = jax.random.key(5)
+    many = sim_run.run_simulated_many(["Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1), root,
+                                      cfg=CFG)
+    alone = sim_run.run_simulated("GILP", TG, model, TG_TASKS, (0, 1), root, cfg=CFG,
+                                  compact=False)
+    assert sim_run.slot_cut(TG, graph_from_np(TG_TASKS), True) != (C.N_MAX, C.A_MAX)
+    assert [r.method for r in many] == ["Hybrid-Full", "GILP"]
+    assert sim_run.records_to_events(many[1]) == sim_run.records_to_events(alone)
+    assert sim_run.records_to_events(many[0]) != sim_run.records_to_events(alone)
