@@ -15,6 +15,7 @@ from bsjax.gilp import config as C
 from bsjax.gilp import generate
 from bsjax.gilp.cli_calibrate import add_calibrate_parser, cmd_calibrate
 from bsjax.gilp.sim import calibrate as cal
+from bsjax.gilp.sim import residuals
 from bsjax.gilp.sim import targets as TG
 from bsjax.gilp.sim import token_model as TM
 from bsjax.gilp.sim.params import SimParams, load_params
@@ -106,10 +107,10 @@ def test_residual_file_has_every_row(tmp_path):
                            cal.STAGE1_SPACE, sobol=0, nm_evals=0)
     rows3 = TG.relation_checks(result.summaries)
     tokens = cal.fit_tokens({"taskgraph": setup.tasks["taskgraph"]}, 200)
-    doc = cal._document(SimParams(), tokens, [result], rows3, [], result.summaries,
+    doc = residuals.document(SimParams(), tokens, [result], rows3, [], result.summaries,
                         {"benchmarks": ["taskgraph"], "tasks_per_bench": 3, "seeds": 2,
                          "seconds": 0.0})
-    cal.write_outputs(tmp_path, doc, cal.PARAMS_FILE, cal.RESIDUALS_FILE)
+    residuals.write_outputs(tmp_path, doc, cal.PARAMS_FILE, cal.RESIDUALS_FILE)
     text = (tmp_path / cal.RESIDUALS_FILE).read_text()
     table = [line for line in text.splitlines() if line.startswith("| 1 |")
              or line.startswith("| 3 |")]

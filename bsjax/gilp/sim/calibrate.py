@@ -26,10 +26,10 @@ import numpy as np
 from bsjax.gilp import config as C
 from bsjax.gilp import metrics
 from bsjax.gilp.envs import registry
+from bsjax.gilp.sim import residuals as R
 from bsjax.gilp.sim import targets as TG
 from bsjax.gilp.sim import token_model as TM
-from bsjax.gilp.sim.params import (LOCAL_PARAMS_FILE, PARAMS_FILE, SimParams, save_params,
-                                   to_dict)
+from bsjax.gilp.sim.params import LOCAL_PARAMS_FILE, PARAMS_FILE, SimParams
 from bsjax.gilp.sim.run import records_to_events, run_simulated_many
 
 RESIDUALS_FILE = "CALIBRATION_RESIDUALS.md"
@@ -351,11 +351,11 @@ def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
     _, recheck = TG.evaluate([t._replace(stage=3, weight=0.0) for t in targets1 + TG.hybrid_targets()
                               if t.band is not None and t.method in summaries3], summaries3)
     stage3_seconds = time.perf_counter() - t3
-    doc = _document(params, tokens, [stage1, stage2], rows3, recheck, summaries3,
+    doc = R.document(params, tokens, [stage1, stage2], rows3, recheck, summaries3,
                     _meta(budget, benches, time.perf_counter() - start, backbone=backbone,
                           profile=profile, run_seed=run_seed,
                           ood_evaluated=bool(ood), stage3_seconds=round(stage3_seconds, 2)))
-    write_outputs(Path(out), doc, PARAMS_FILE, RESIDUALS_FILE)
+    R.write_outputs(Path(out), doc, PARAMS_FILE, RESIDUALS_FILE)
     log(f"wrote {Path(out) / PARAMS_FILE} and {Path(out) / RESIDUALS_FILE}")
     return doc
 
@@ -402,89 +402,14 @@ def calibrate_from_real(work: str | Path, out: str | Path, run_dir: str | Path,
     stage1 = fit_stage(1, stage_objective(setup, ["Agent-Replan"], targets), base,
                        STAGE1_SPACE, budget.sobol1, budget.nm1, log=log)
     params = with_values(base, stage1.values)
-    doc = _document(params, None, [stage1], [], [], stage1.summaries,
+    doc = R.document(params, None, [stage1], [], [], stage1.summaries,
                     _meta(budget, list(tasks), time.perf_counter() - start,
                           from_real=str(run_dir), run_seed=run_seed))
-    write_outputs(Path(out), doc, LOCAL_PARAMS_FILE, LOCAL_RESIDUALS_FILE)
+    R.write_outputs(Path(out), doc, LOCAL_PARAMS_FILE, LOCAL_RESIDUALS_FILE)
     log(f"wrote {Path(out) / LOCAL_PARAMS_FILE}")
     return doc
 
 
-def _document(params, tokens, stages, rows3, recheck, summaries, meta) -> dict:
-    meta = dict(meta)
-    for i, st in enumerate(stages, 1):
-        meta[f"stage{i}"] = {"objective": st.objective, "start_objective": st.start_objective,
-                             "evaluations": st.evaluations, "seconds": round(st.seconds, 2),
-                             "values": st.values}
-    rows = [r for st in stages for r in st.rows] + rows3
-    return {"params": to_dict(params), "token_model": tokens, "rows": rows,
-            "band_recheck": recheck, "meta": meta,
-            "summaries": {m: {k: s.get(k) for k in ("episodes", "sr", "hsr", "hsr_draft", "iar",
-                                                    "pd", "rwf", "calls_step", "corr_rate",
-                                                    "risk_rate", "alpha", "beta", "prop1_hsr")}
-                          for m, s in summaries.items()}}
-
-
-def write_outputs(out: Path, doc: dict, params_name: str, residuals_name: str) -> None:
-    """The parameter file (with residual rows and meta) and the residual table."""
-    from bsjax.gilp.sim.params import from_dict
-    out.mkdir(parents=True, exist_ok=True)
-    save_params(out / params_name, from_dict(doc["params"]),
-                residuals={"rows": doc["rows"], "band_recheck": doc["band_recheck"],
-                           "token_model": doc["token_model"]}, meta=doc["meta"])
-    (out / residuals_name).write_text(residuals_markdown(doc))
-
-
-def _fmt(x) -> str:
-    if x is None:
-        return "n/a"
-    if isinstance(x, list):
-        return ", ".join(_fmt(v) for v in x)
-    return f"{x:.4f}" if isinstance(x, float) else str(x)
-
-
-def residuals_markdown(doc: dict) -> str:
-    """CALIBRATION_RESIDUALS.md: every row of stages 1-3, the band re-check and the token fit."""
-    meta = doc["meta"]
-    lines = ["# Simulator calibration residuals", "",
-             f"Benchmarks: {', '.join(meta['benchmarks'])}; {meta['tasks_per_bench']} tasks × "
-             f"{meta['seeds']} seeds per benchmark; {meta['seconds']} s in all.", ""]
-    for i in (1, 2):
-        st = meta.get(f"stage{i}")
-        if st:
-            lines.append(f"- Stage {i}: objective {st['objective']:.5f} (start "
-                         f"{st['start_objective']:.5f}), {st['evaluations']} evaluations, "
-                         f"{st['seconds']} s.")
-    head = ["| stage | method | metric | target | value | residual | weight | [rev] | band | "
-            "pass |", "|---|---|---|---|---|---|---|---|---|---|"]
-
-    def table(rows):
-        out = list(head)
-        for r in rows:
-            band = "" if not r["band"] else f"[{r['band'][0]:.3f}, {r['band'][1]:.3f}]"
-            ok = "" if r["pass"] is None else ("pass" if r["pass"] else "FAIL")
-            out.append(f"| {r['stage']} | {r['method']} | {r['metric']} | {_fmt(r['target'])} | "
-                       f"{_fmt(r['value'])} | {_fmt(r['residual'])} | {r['weight']:g} | "
-                       f"{'yes' if r['rev'] else ''} | {band} | {ok} |")
-        return out
-
-    lines += ["", "## Residuals (stages 1-2 fitted, stage 3 predicted)", ""] + table(doc["rows"])
-    if doc["band_recheck"]:
-        lines += ["", "## Fitted bands re-checked on the stage-3 run", ""]
-        lines += table(doc["band_recheck"])
-    tok = doc["token_model"]
-    if tok:
-        lines += ["", "## Token model", "",
-                  f"R² = {tok['r2']:.4f} on {tok['prompts']} rendered prompts (pooled; "
-                  f"RMSE {tok['rmse']:.1f} tokens; band R² ≥ 0.98: "
-                  f"{'pass' if tok['r2'] >= 0.98 else 'FAIL'}).",
-                  "Per benchmark: " + ", ".join(f"{b} {r:.4f}"
-                                                for b, r in tok["r2_per_bench"].items()), "",
-                  "| coefficient | value |", "|---|---|"]
-        lines += [f"| {k} | {v:.3f} |" for k, v in tok["coefs"].items()]
-    return "\n".join(lines) + "\n"
-
-
 __all__ = ["BUDGETS", "CalibrationBudget", "SimSetup", "StageResult", "calibrate",
-           "calibrate_from_real", "fit_stage", "fit_tokens", "get_budget", "residuals_markdown",
-           "simulate", "stage_objective", "with_values", "write_outputs"]
+           "calibrate_from_real", "fit_stage", "fit_tokens", "get_budget",
+           "simulate", "stage_objective", "with_values"]
