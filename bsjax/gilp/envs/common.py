@@ -203,20 +203,84 @@ def rho_star(bench: Bench, g: Graph, a: Action) -> jax.Array:
     return jnp.where(bench.valid(g, a), q + (1.0 - q) * worse, 1.0)
 
 
-def _distance_ranking(bench: Bench, g: Graph, distance: Callable) -> tuple[jax.Array, jax.Array]:
-    """Oracle choice by `1 + distance(modal(g, a))`, ties to lower ρ* then lower index."""
+def masked_map(fn: Callable, items, mask: jax.Array, fill, chunk: int = 8):
+    """`fn` on the slots of `items` where `mask` holds, `chunk` slots at a time; `fill` elsewhere.
+
+    A `vmap` over every slot pays for the padded and the masked-out ones too; this gathers the
+    masked slots to the front and runs a `while_loop` over chunks of them, so the cost follows
+    the number of masked slots (under an outer `vmap`: the largest number in the batch). The
+    results equal `vmap(fn)(items)` on the masked slots.
+
+    Args:
+      fn: `item -> pytree` for one slot. items: pytree with leading axis `[A]`.
+      mask: `[A]` bool. fill: pytree like `fn`'s output for one slot.
+    Returns:
+      pytree with leading axis `[A]`.
+    """
+    size = mask.shape[0]
+    padded = -(-size // chunk) * chunk
+    # Masked slots first, in slot order; pad with a spare row that is dropped at the end.
+    order = jnp.argsort(~mask, stable=True).astype(jnp.int32)
+    order = jnp.concatenate([order, jnp.full(padded - size, size, jnp.int32)])
+    mask_padded = jnp.concatenate([mask, jnp.zeros(padded - size + 1, bool)])
+    out = jax.tree_util.tree_map(
+        lambda f: jnp.broadcast_to(jnp.asarray(f), (padded + 1,) + jnp.shape(f)), fill)
+    count = jnp.sum(mask)
+
+    def body(carry):
+        start, out = carry
+        slots = jax.lax.dynamic_slice(order, (start,), (chunk,))
+        picked = jax.tree_util.tree_map(lambda x: x[jnp.minimum(slots, size - 1)], items)
+        results = jax.vmap(fn)(picked)
+        keep = mask_padded[slots]
+
+        def put(o, r):
+            keep_r = keep.reshape(keep.shape + (1,) * (r.ndim - 1))
+            return o.at[slots].set(jnp.where(keep_r, r, o[slots]))
+
+        return start + chunk, jax.tree_util.tree_map(put, out, results)
+
+    _, out = jax.lax.while_loop(lambda carry: carry[0] < count, body, (jnp.int32(0), out))
+    return jax.tree_util.tree_map(lambda o: o[:size], out)
+
+
+def valid_candidates(bench: Bench, g: Graph) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """`(acts [A, 3], amask [A], valid [A])`: the candidates and which of them are valid."""
     acts, amask = bench.candidates(g)
-    after = jax.vmap(lambda a: distance(modal(bench, g, a)))(acts)
-    risk = jax.vmap(lambda a: rho_star(bench, g, a))(acts)
-    # Lexicographic key (distance, risk, index) as one float: risk lies in [0, 1].
-    key = after.astype(jnp.float32) * 4.0 + risk
+    return acts, amask, amask & jax.vmap(lambda a: bench.valid(g, a))(acts)
+
+
+def _distance_ranking(bench: Bench, g: Graph, distance: Callable | None) -> tuple[jax.Array,
+                                                                                  jax.Array]:
+    """Oracle choice by `1 + distance(modal(g, a))`, ties to lower ρ* then lower index.
+
+    `distance=None` means `bench.dstar`. An invalid candidate's modal successor is `g` and its
+    ρ* is 1, so only the valid candidates are evaluated (`masked_map`), each with one call of
+    the rules: ρ* = q + (1 − q)·[d*(g_succ) > d*(g)] and, for `dstar`, d*(modal) is d* of the
+    branch that `modal` picks."""
+    acts, amask, ok = valid_candidates(bench, g)
+    d_here = bench.dstar(g)
+
+    def key_of(a):
+        g_succ, g_fail, q = bench.branches(g, a)
+        d_succ = bench.dstar(g_succ)
+        if distance is None:
+            after = jnp.where(q <= 0.5, d_succ, bench.dstar(g_fail))
+        else:
+            after = distance(select_graph(q <= 0.5, g_succ, g_fail))
+        risk = q + (1.0 - q) * (d_succ > d_here).astype(jnp.float32)
+        # Lexicographic key (distance, risk, index) as one float: risk lies in [0, 1].
+        return after.astype(jnp.float32) * 4.0 + risk
+
+    here = (d_here if distance is None else distance(g)).astype(jnp.float32)
+    key = masked_map(key_of, acts, ok, here * 4.0 + 1.0)
     key = jnp.where(amask, key, jnp.inf)
     return jnp.argmin(key), acts
 
 
 def oracle_action(bench: Bench, g: Graph) -> Action:
     """argmin_a (1 + d*(modal(g, a))), ties by lower p_bad (= ρ*), then canonical index."""
-    index, acts = _distance_ranking(bench, g, bench.dstar)
+    index, acts = _distance_ranking(bench, g, None)
     return acts[index]
 
 
@@ -250,11 +314,10 @@ def modal_step(bench: Bench, g: Graph, a: Action) -> tuple[Graph, jax.Array]:
     return advance(g, g_next), r
 
 
-def value(bench: Bench, g: Graph, a: Action, horizon: int = 4, gamma: float = 0.9) -> jax.Array:
-    """J_K(g, a) = Σ_{i<K} γ^i r_i: take `a`, then the oracle for K−1 steps under modal outcomes;
-    accumulation stops after done."""
-    g1, r0 = modal_step(bench, g, a)
-
+def _oracle_continuation(bench: Bench, g1: Graph, r0: jax.Array, horizon: int,
+                         gamma: float) -> jax.Array:
+    """`r0 + Σ_{1≤i<K} γ^i r_i` following the oracle from `g1` under modal outcomes; accumulation
+    stops after done."""
     def body(carry, _):
         graph, total, discount, alive = carry
         g_next, r = modal_step(bench, graph, oracle_action(bench, graph))
@@ -266,6 +329,26 @@ def value(bench: Bench, g: Graph, a: Action, horizon: int = 4, gamma: float = 0.
     (_, total, _, _), _ = jax.lax.scan(body, init, None, length=horizon - 1)
     return total
 
+
+def value(bench: Bench, g: Graph, a: Action, horizon: int = 4, gamma: float = 0.9) -> jax.Array:
+    """J_K(g, a) = Σ_{i<K} γ^i r_i: take `a`, then the oracle for K−1 steps under modal outcomes;
+    accumulation stops after done."""
+    g1, r0 = modal_step(bench, g, a)
+    return _oracle_continuation(bench, g1, r0, horizon, gamma)
+
+
+def candidate_values(bench: Bench, g: Graph, acts: jax.Array, amask: jax.Array, horizon: int = 4,
+                     gamma: float = 0.9) -> jax.Array:
+    """`[A]` float32 J_K(g, a) of every candidate (`value`), -inf on padding.
+
+    Every invalid candidate leaves `g` as it is, so they share one value, computed once; the
+    valid ones are evaluated through `masked_map`."""
+    ok = amask & jax.vmap(lambda a: bench.valid(g, a))(acts)
+    d_here = bench.dstar(g)
+    stay = _oracle_continuation(bench, advance(g, g), reward(g, g, d_here, d_here, jnp.bool_(False)),
+                                horizon, gamma)
+    values = masked_map(lambda a: value(bench, g, a, horizon, gamma), acts, ok, stay)
+    return jnp.where(amask, values, -jnp.inf)
 
 
 def labels(bench: Bench, g: Graph, a: Action, horizon: int = 4, gamma: float = 0.9) -> dict:

@@ -35,8 +35,7 @@ def competence(bench: Bench, params) -> jax.Array:
 def belief_values(bench: Bench, view: Graph, acts: jax.Array, amask: jax.Array,
                   cfg: C.GilpConfig) -> jax.Array:
     """`[A]` float32 J̃(a): J_K of every candidate on the view (expectation model); -inf on padding."""
-    values = jax.vmap(lambda a: common.value(bench, view, a, cfg.value_horizon, cfg.gamma))(acts)
-    return jnp.where(amask, values, -jnp.inf)
+    return common.candidate_values(bench, view, acts, amask, cfg.value_horizon, cfg.gamma)
 
 
 def best(scores: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
