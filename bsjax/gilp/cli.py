@@ -107,7 +107,14 @@ def cmd_train(args) -> int:
     profile = _profile(args.profile)
     if args.seed < 0:
         raise UsageError(f"--seed must be non-negative (got {args.seed})")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1 (got {args.jobs})")
     work, rows, start = Path(args.work), [], time.perf_counter()
+    if args.jobs > 1 and len(backbones) > 1:
+        for bench in benches:
+            print(f"[data {bench} / {profile.name}]", file=sys.stderr)
+            pipeline.build_data(work, bench, profile)
+        _train_in_processes(args, benches, backbones, args.jobs)
     for bench in benches:
         for backbone in backbones:
             print(f"[{bench} / {backbone} / {profile.name}]", file=sys.stderr)
@@ -128,6 +135,36 @@ def cmd_train(args) -> int:
             print(f"{name:28} {r['params']:>7} {r['trans_acc']:>8.3f} {r['delta_acc']:>8.3f} "
                   f"{r['valid_acc']:>8.3f} {r['train_seconds']:>8.1f}")
     return 0
+
+
+def _train_in_processes(args, benches: list[str], backbones: list[str], jobs: int) -> None:
+    """Train the backbones in `jobs` child processes (`bsjax gilp train --backbone NAME`), each
+    with its share of the accelerator's memory; the data is already built, so the children only
+    read it, and the parent then loads their summaries."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false",
+               XLA_PYTHON_CLIENT_MEM_FRACTION=f"{0.9 / jobs:.3f}")
+    queue, running, failed = list(backbones), [], []
+    while queue or running:
+        while queue and len(running) < jobs:
+            name = queue.pop(0)
+            command = [sys.executable, "-c", "import sys; from bsjax.cli import main; sys.exit(main())",
+                       "gilp", "train",
+                       "--bench", ",".join(benches), "--backbone", name, "--profile",
+                       args.profile, "--seed", str(args.seed), "--work", str(args.work)]
+            log = open(Path(args.work) / f"train_{name}_{args.profile}.log", "w")
+            print(f"[start {name}: log {log.name}]", file=sys.stderr)
+            running.append((name, subprocess.Popen(command, env=env, stdout=log, stderr=log), log))
+        time.sleep(1.0)
+        for item in [r for r in running if r[1].poll() is not None]:
+            running.remove(item)
+            item[2].close()
+            if item[1].returncode != 0:
+                failed.append(item[0])
+    if failed:
+        raise RuntimeError(f"training failed for {', '.join(failed)} (see their logs in {args.work})")
 
 
 def parse_methods(text: str) -> list[str]:
@@ -197,11 +234,45 @@ def cmd_report(args) -> int:
     return 0
 
 
+# `bsjax gilp paper`'s settings: a config file's [paper] table may set any of them.
+PAPER_SETTINGS = {"profile": "quick", "bench": "all", "work": str(DEFAULT_WORK), "out": None,
+                  "params": None, "run_seed": 0}
+
+
+def paper_settings(args) -> dict:
+    """The flags of `gilp paper` merged over `--config`'s [paper] table over the defaults."""
+    settings = dict(PAPER_SETTINGS)
+    if args.config is not None:
+        import tomllib
+        path = Path(args.config)
+        try:
+            table = tomllib.loads(path.read_text()).get("paper", {})
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+            raise UsageError(f"cannot read config {path}: {err}") from None
+        table = {key.replace("-", "_"): value for key, value in table.items()}
+        unknown = sorted(set(table) - set(PAPER_SETTINGS))
+        if unknown:
+            raise UsageError(f"config {path}: unknown [paper] key(s) {', '.join(unknown)} "
+                             f"(known: {', '.join(PAPER_SETTINGS)})")
+        if isinstance(table.get("bench"), list):
+            table["bench"] = ",".join(map(str, table["bench"]))
+        for key, value in table.items():
+            want = int if key == "run_seed" else str
+            if not isinstance(value, want) or isinstance(value, bool):
+                raise UsageError(f"config {path}: [paper] {key} must be a {want.__name__}")
+        settings.update(table)
+    settings.update({key: getattr(args, key) for key in PAPER_SETTINGS
+                     if getattr(args, key) is not None})
+    return settings
+
+
 def cmd_paper(args) -> int:
     """The whole GILP pipeline (bsjax.gilp.paper): tables, figures and a JSON summary."""
+    import argparse
     import sys
 
     from bsjax.gilp import paper
+    args = argparse.Namespace(**{**vars(args), **paper_settings(args)})
     try:
         plan = paper.get_plan(args.profile)
     except ValueError as err:
@@ -255,6 +326,8 @@ def add_parser(sub) -> None:
     tr = gsub.add_parser("train", help="train backbones and measure them on held-out transitions")
     _bench_and_profile(tr, "all, or e.g. MLP,MPNN (default MPNN)")
     tr.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    tr.add_argument("--jobs", type=int, default=1,
+                    help="train this many backbones at once in child processes (a GPU's use)")
     tr.add_argument("--work", default=str(DEFAULT_WORK), help="GILP work directory")
     tr.add_argument("--json", action="store_true")
     tr.set_defaults(func=cmd_train)
@@ -272,12 +345,14 @@ def add_parser(sub) -> None:
     from bsjax.gilp.cli_calibrate import add_calibrate_parser
     add_calibrate_parser(gsub)
     pp = gsub.add_parser("paper", help="the whole pipeline: train, evaluate, tables, figures")
-    pp.add_argument("--profile", default="quick", help="quick | full | smoke (default quick)")
-    pp.add_argument("--bench", default="all", help="all, or e.g. taskgraph,toolchain")
-    pp.add_argument("--work", default=str(DEFAULT_WORK), help="GILP work directory")
+    pp.add_argument("--config", default=None,
+                    help="TOML file whose [paper] table sets these flags (flags given win)")
+    pp.add_argument("--profile", default=None, help="quick | full | smoke (default quick)")
+    pp.add_argument("--bench", default=None, help="all, or e.g. taskgraph,toolchain")
+    pp.add_argument("--work", default=None, help=f"GILP work directory (default {DEFAULT_WORK})")
     pp.add_argument("--out", default=None, help="run directory (default results/gilp-paper-PROFILE)")
     pp.add_argument("--params", default=None, help="simulator parameters instead of calibrating")
-    pp.add_argument("--run-seed", type=int, default=0, help="root key of the run (default 0)")
+    pp.add_argument("--run-seed", type=int, default=None, help="root key of the run (default 0)")
     pp.add_argument("--resume", action="store_true", help="continue an interrupted run")
     pp.add_argument("--json", action="store_true", help="print the result JSON as the last line")
     pp.set_defaults(func=cmd_paper)

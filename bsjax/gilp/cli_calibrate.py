@@ -33,7 +33,7 @@ def cmd_calibrate(args) -> int:
     from bsjax.gilp.cli import parse_backbones, parse_benchmarks
     from bsjax.gilp.sim import calibrate as cal
     benches = parse_benchmarks(args.bench)
-    budget = _budget(args.profile, args.evals)
+    budget = _budget(args.budget or args.profile, args.evals)
     backbone = parse_backbones(args.backbone)
     if len(backbone) != 1:
         raise UsageError("--backbone takes one backbone for a calibration")
@@ -54,7 +54,10 @@ def cmd_calibrate(args) -> int:
             raise UsageError(str(err)) from None
         params_file = out / cal.LOCAL_PARAMS_FILE
     else:
-        profile = pipeline.get_profile(args.profile)
+        try:
+            profile = pipeline.get_profile(args.profile)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
         try:  # load every checkpoint before anything is written
             models = {b: pipeline.load_backbone(work, b, backbone[0], profile) for b in benches}
         except FileNotFoundError as err:
@@ -91,7 +94,10 @@ def add_calibrate_parser(gsub) -> None:
     cal = gsub.add_parser("calibrate", help="fit the behavioural simulator's parameters")
     cal.add_argument("--bench", default="all", help="all, or e.g. taskgraph,toolchain")
     cal.add_argument("--profile", default="quick",
-                     help="smoke | quick | paper: calibration budget and checkpoints")
+                     help="smoke | quick | paper: the checkpoints (and the budget, unless --budget)")
+    cal.add_argument("--budget", default=None,
+                     help="smoke | quick | standard | paper: how much to simulate (default: the "
+                          "profile's)")
     cal.add_argument("--work", default=str(DEFAULT_WORK), help="GILP work directory")
     cal.add_argument("--out", default=None, help="output directory (default WORK/calibration)")
     cal.add_argument("--backbone", default="MPNN", help="the trained backbone (default MPNN)")

@@ -105,6 +105,14 @@ def labelled(work: Path, bench: str, split: str, profile: Profile, count: int,
     return data
 
 
+def build_data(work: Path, bench: str, profile: Profile) -> None:
+    """Build (or find) every labelled set a profile trains and measures on: train, val and the
+    two test splits. Parallel trainers call this first, so none of them writes a data file."""
+    labelled(work, bench, "train", profile, profile.train_tasks)
+    labelled(work, bench, "val", profile, profile.val_tasks)
+    test_transitions(work, bench, profile)
+
+
 def checkpoint_path(work: Path, bench: str, backbone: str, seed: int, profile: Profile) -> Path:
     return Path(work) / "backbones" / f"{bench}_{backbone}_s{seed}_{profile.name}.eqx"
 
@@ -177,5 +185,5 @@ def load_backbone(work: Path, bench: str, backbone: str, profile: Profile, seed:
     return model
 
 
-__all__ = ["PROFILES", "Profile", "get_profile", "tasks", "labelled", "train",
+__all__ = ["PROFILES", "Profile", "get_profile", "tasks", "labelled", "build_data", "train",
            "load_backbone", "checkpoint_path", "test_transitions"]

@@ -95,6 +95,10 @@ def test_budgets():
         cal.get_budget("quick", evals=0)
     for budget in cal.BUDGETS.values():
         budget.validate()
+    # The presets grow: each simulates at least as much as the one before it.
+    sizes = [cal.get_budget(n).tasks * cal.get_budget(n).seeds for n in
+             ("smoke", "quick", "standard", "paper")]
+    assert sizes == sorted(sizes)
 
 
 # --- residual file ------------------------------------------------------------------------------
@@ -138,6 +142,8 @@ def _args(*argv: str):
 BAD = {
     "unknown_bench": ["--bench", "chess"],
     "unknown_profile": ["--profile", "huge"],
+    "unknown_budget": ["--budget", "huge"],
+    "budget_name_as_profile": ["--profile", "standard"],
     "bad_evals": ["--evals", "0"],
     "negative_evals": ["--evals", "-3"],
     "bad_backbone": ["--backbone", "Transformer9"],

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from bsjax import cli
+from bsjax.gilp import cli as gilp_cli
 from bsjax.gilp import paper
 
 
@@ -115,3 +117,43 @@ def test_a_benchmark_gets_its_own_token_coefficients(tmp_path):
     assert taskgraph.tok_a_n == 10.0
     assert params_for({"toolchain": toolchain}, "toolchain") is toolchain
     assert params_for(taskgraph, "toolchain") is taskgraph and params_for(None, "x") is None
+
+
+def test_paper_config_file_sets_flags_and_given_flags_win(tmp_path):
+    from argparse import Namespace
+    config = tmp_path / "gilp.toml"
+    config.write_text('[paper]\nprofile = "smoke"\nbench = ["toolchain", "taskgraph"]\n'
+                      'run-seed = 3\nout = "from-file"\n')
+    flags = dict(config=str(config), profile=None, bench=None, work=None, out="from-flag",
+                 params=None, run_seed=None)
+    settings = gilp_cli.paper_settings(Namespace(**flags))
+    assert settings == {"profile": "smoke", "bench": "toolchain,taskgraph",
+                        "work": str(gilp_cli.DEFAULT_WORK), "out": "from-flag", "params": None,
+                        "run_seed": 3}
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[paper]\nprofil = "quick"\n', "unknown [paper] key(s) profil"),
+    ('[paper]\nrun_seed = "zero"\n', "run_seed must be a int"),
+    ("[paper\n", "cannot read config"),
+])
+def test_paper_bad_config_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, text, message):
+    config = tmp_path / "gilp.toml"
+    config.write_text(text)
+    out = tmp_path / "out"
+    argv = ["gilp", "paper", "--config", str(config), "--work", str(tmp_path / "w"), "--out",
+            str(out)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not out.exists() and not (tmp_path / "w").exists()
+
+
+def test_the_shipped_gilp_configs_parse(capsys):
+    from argparse import Namespace
+    root = Path(__file__).resolve().parents[2] / "experiments" / "gilp"
+    for path in sorted(root.glob("*.toml")):
+        flags = dict(config=str(path), profile=None, bench=None, work=None, out=None,
+                     params=None, run_seed=None)
+        settings = gilp_cli.paper_settings(Namespace(**flags))
+        assert settings["profile"] in paper.PLANS, path

@@ -119,3 +119,25 @@ def test_train_command_trains_saves_and_reuses_a_backbone(tmp_path, capsys):
         "toolchain/MLP"] == row
     with pytest.raises(FileNotFoundError, match="bsjax gilp train"):
         pipeline.load_backbone(tmp_path, "toolchain", "MPNN", profile)
+
+
+def test_train_jobs_trains_backbones_in_child_processes(tmp_path, capsys):
+    work = tmp_path / "w"
+    argv = ["gilp", "train", "--bench", "toolchain", "--backbone", "MLP,GCN", "--profile",
+            "smoke", "--work", str(work), "--jobs", "2", "--json"]
+    assert cli.main(argv) == 0
+    table = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["backbones"]
+    assert set(table) == {"toolchain/MLP", "toolchain/GCN"}
+    for name in ("MLP", "GCN"):
+        assert "epoch 2/2" in (work / f"train_{name}_smoke.log").read_text()  # the child trained
+    # The parent only read the children's summaries: a plain re-run finds the same numbers.
+    assert cli.main(argv[:-3] + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["backbones"] == table
+
+
+def test_train_rejects_zero_jobs_before_writing(tmp_path, capsys):
+    work = tmp_path / "w"
+    assert cli.main(["gilp", "train", "--bench", "toolchain", "--backbone", "MLP,GCN",
+                     "--profile", "smoke", "--work", str(work), "--jobs", "0"]) == 2
+    assert "--jobs must be at least 1" in capsys.readouterr().err
+    assert not work.exists()

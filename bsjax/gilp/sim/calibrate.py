@@ -90,6 +90,10 @@ BUDGETS = {
     "smoke": CalibrationBudget("smoke", tasks=2, seeds=1, sobol1=1, nm1=2, sobol2=0, nm2=1,
                                token_prompts=400),
     "quick": CalibrationBudget("quick", tasks=4, seeds=1, sobol1=2, nm1=4, sobol2=0, nm2=2),
+    # What a 2-core CPU fits in about half an hour: stage 1 searched on 24 val tasks x 2 seeds
+    # per benchmark, stage 2 evaluated at its start point only.
+    "standard": CalibrationBudget("standard", tasks=24, seeds=2, sobol1=24, nm1=60, sobol2=0,
+                                  nm2=0, ood_tasks=8),
     "paper": CalibrationBudget("paper", tasks=100, seeds=8, sobol1=256, nm1=200, sobol2=64,
                                nm2=200, ood_tasks=40),
 }

@@ -2,10 +2,10 @@
 §4.1, §6.1, §8).
 
 One jitted function covers a chunk of episodes: a `lax.scan` over B_MAX steps of `sim_step`
-vmapped over the (task, seed) episodes (finished episodes are masked no-ops). Episodes are task-major
-(task 0 seeds..., task 1 seeds...) and split into fixed-size chunks (`episode_chunk`, default 64;
-the last chunk is padded by repeating its last episode, so a run compiles once per
-(method, benchmark, config, chunk size)).
+vmapped over the (task, seed) episodes (finished episodes are masked no-ops). Episodes are
+task-major (task 0 seeds..., task 1 seeds...) and split into fixed-size chunks (`episode_chunk`,
+default 64 on a CPU and 1024 on an accelerator; the last chunk is padded by repeating its last
+episode, so a run compiles once per (method, benchmark, config, chunk size)).
 
 Keys come from `bsjax.gilp.keys` (env_key / agent_key): common random numbers across methods.
 """
@@ -29,7 +29,13 @@ from bsjax.gilp.sim.agent import StepKeys, StepRecord, init_state, sim_step
 from bsjax.gilp.sim.params import SimParams
 from bsjax.gilp.types import Graph, graph_from_np
 
-EPISODE_CHUNK = 64
+EPISODE_CHUNK = 64        # episodes per compiled call on a CPU
+EPISODE_CHUNK_ACCELERATOR = 1024  # on a GPU/TPU, where a wide batch is what keeps it busy
+
+
+def default_episode_chunk() -> int:
+    """`EPISODE_CHUNK` on a CPU backend, `EPISODE_CHUNK_ACCELERATOR` otherwise."""
+    return EPISODE_CHUNK if jax.default_backend() == "cpu" else EPISODE_CHUNK_ACCELERATOR
 
 
 class SimRun(NamedTuple):
@@ -120,10 +126,11 @@ def slot_cut(bench: Bench, graphs: Graph, compact: bool) -> tuple[int, int] | No
     return planning_sizes(bench, {name: np.asarray(getattr(graphs, name)) for name in GRAPH_FIELDS})
 
 
-def chunk_size(total: int, episode_chunk: int = EPISODE_CHUNK) -> int:
+def chunk_size(total: int, episode_chunk: int | None = None) -> int:
     """Episodes per compiled call: the next power of two ≥ `total`, at most `episode_chunk`, so
     runs of similar size reuse a compile when their slot cut (`slot_cut`) is the same too (a
     benchmark's ID and OOD splits usually differ in it, so each compiles once)."""
+    episode_chunk = default_episode_chunk() if episode_chunk is None else episode_chunk
     return min(int(episode_chunk), 1 << max(0, int(total) - 1).bit_length())
 
 
@@ -145,7 +152,7 @@ def _episodes(tasks, seeds: Sequence[int], task_ids: Sequence[int] | None):
 
 
 def _chunked(fn, root_key, params, model, graphs, ids, task_index, seed_of, flags,
-             episode_chunk: int):
+             episode_chunk: int | None):
     """Run `fn` over the episodes in fixed-size chunks (the last one padded by repeating its
     last episode); returns `(host records [E, B_MAX, ...], chunk seconds)`."""
     total = len(task_index)
@@ -177,7 +184,7 @@ def _resolve(method) -> MethodConfig:
 def run_simulated(method_name: str | MethodConfig, bench: Bench, model, tasks, seeds: Sequence[int],
                   root_key: jax.Array, params: SimParams | None = None,
                   cfg: C.GilpConfig = C.GilpConfig(), task_ids: Sequence[int] | None = None,
-                  episode_chunk: int = EPISODE_CHUNK, compact: bool = True) -> SimRun:
+                  episode_chunk: int | None = None, compact: bool = True) -> SimRun:
     """Simulate one method on every (task, seed) episode, compiled for that method alone.
 
     Args:
@@ -192,7 +199,8 @@ def run_simulated(method_name: str | MethodConfig, bench: Bench, model, tasks, s
       cfg: static configuration (J_K horizon and discount).
       task_ids: ids folded into the keys and written to events (default 0..T-1: the index
         within the split).
-      episode_chunk: at most this many episodes per compiled call (`chunk_size`).
+      episode_chunk: at most this many episodes per compiled call (`chunk_size`; default
+        `default_episode_chunk()`).
       compact: cut node and candidate slots to what the tasks use (`slot_cut`).
     Returns:
       `SimRun` with host records `[E, B_MAX, ...]`, E = T·len(seeds).
@@ -216,7 +224,7 @@ def run_simulated(method_name: str | MethodConfig, bench: Bench, model, tasks, s
 def run_simulated_many(methods: Sequence[str | MethodConfig], bench: Bench, model, tasks,
                        seeds: Sequence[int], root_key: jax.Array, params: SimParams | None = None,
                        cfg: C.GilpConfig = C.GilpConfig(), task_ids: Sequence[int] | None = None,
-                       episode_chunk: int = EPISODE_CHUNK, compact: bool = True) -> list[SimRun]:
+                       episode_chunk: int | None = None, compact: bool = True) -> list[SimRun]:
     """Simulate several methods on the same episodes with one compiled function.
 
     LLM methods run together through the traced-flags simulator (their episodes are stacked
