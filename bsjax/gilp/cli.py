@@ -343,7 +343,9 @@ def add_parser(sub) -> None:
     rn.add_argument("--json", action="store_true")
     rn.set_defaults(func=cmd_run)
     from bsjax.gilp.cli_calibrate import add_calibrate_parser
+    from bsjax.gilp.cli_real import add_real_parser
     add_calibrate_parser(gsub)
+    add_real_parser(gsub)
     pp = gsub.add_parser("paper", help="the whole pipeline: train, evaluate, tables, figures")
     pp.add_argument("--config", default=None,
                     help="TOML file whose [paper] table sets these flags (flags given win)")

@@ -31,7 +31,6 @@ so that a rerun from the call cache reproduces the events byte for byte).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import json
@@ -637,49 +636,9 @@ def summarise_real_rows(rows: list[dict], side: list[dict]) -> dict[str, dict]:
 # --- command line ----------------------------------------------------------------------------------
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m bsjax.gilp.real`: a Table-7-style real-LLM run (prints a JSON summary)."""
-    from bsjax.gilp import pipeline
-    from bsjax.llm.call_cache import CallCache
-    from bsjax.llm.gilp_driver import make_gilp_backend
-    ap = argparse.ArgumentParser(prog="python -m bsjax.gilp.real", description=__doc__.split("\n")[0])
-    ap.add_argument("--bench", default="taskgraph")
-    ap.add_argument("--tasks", type=int, default=T7_N, help="tasks per benchmark (T7: 20)")
-    ap.add_argument("--methods", default="Agent-Replan,GILP")
-    ap.add_argument("--llm", default="local", choices=("local", "ollama", "none"))
-    ap.add_argument("--llm-host", default=None)
-    ap.add_argument("--model", default=None)
-    ap.add_argument("--no-json-mode", action="store_true",
-                    help="no grammar/format constraint; the parser extracts the JSON object")
-    ap.add_argument("--timeout", type=float, default=120.0, help="per-call timeout (s)")
-    ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (local)")
-    ap.add_argument("--schema", action="store_true",
-                    help="constrain replies by the response JSON Schema (structured outputs)")
-    ap.add_argument("--wall-cap", type=float, default=1800.0, help="per-episode cap (s)")
-    ap.add_argument("--work", default="results/gilp")
-    ap.add_argument("--profile", default="quick")
-    ap.add_argument("--backbone", default="MPNN")
-    ap.add_argument("--out", required=True, help="run directory (events.jsonl, calls.jsonl)")
-    args = ap.parse_args(argv)
-    methods = [get_method(m.strip()) for m in args.methods.split(",") if m.strip()]
-    benches = list(C.BENCHMARKS) if args.bench == "all" else args.bench.split(",")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    backend = make_gilp_backend(args.llm, args.llm_host, args.model, args.timeout,
-                                json_mode=not args.no_json_mode, n_threads=args.threads,
-                                schema=args.schema)
-    driver = GilpDriver(backend, CallCache(out / "calls.jsonl"))
-    say = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    for bench in benches:
-        tasks = t7_tasks(args.work, bench)[:args.tasks]
-        model = None
-        if any(m.uses_backbone for m in methods):
-            model = pipeline.load_backbone(Path(args.work), bench, args.backbone,
-                                           pipeline.get_profile(args.profile))
-        run_real(out, methods, tasks, driver, model, cfg=RealConfig(wall_cap_s=args.wall_cap),
-                 log=say)
-    result = summarise_real(out / E.EVENTS_FILE)
-    print(json.dumps(result))
-    return 0
+    """`python -m bsjax.gilp.real ...` is `bsjax gilp real ...` (`bsjax.gilp.cli_real`)."""
+    from bsjax.cli import main as bsjax_main
+    return bsjax_main(["gilp", "real", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

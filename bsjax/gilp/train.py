@@ -227,6 +227,41 @@ def train_step(model: eqx.Module, opt_state: optax.OptState, batch: dict, sample
 train_step_jit = eqx.filter_jit(train_step)
 
 
+def train_epoch(model: eqx.Module, opt_state: optax.OptState, data: dict, batch_index: jax.Array,
+                batch_mask: jax.Array, windows: dict | None, window_index: jax.Array | None,
+                optim: optax.GradientTransformation, decode: DecodeFn | None = None):
+    """One epoch as a `lax.scan` of `train_step` over its batches, gathered on device from the
+    whole dataset (one dispatch per epoch, not per step: on a GPU the per-step host work is what
+    a small backbone's training otherwise waits on).
+
+    Args:
+      data: the device dataset `[n, ...]`.
+      batch_index: `[n_batches, B]` int32 sample indices; batch_mask: `[n_batches, B]` bool.
+      windows, window_index: ErrorAware's device windows `[W, 3, ...]` and `[n_batches, Wb]`
+        indices (both None otherwise).
+    Returns:
+      `(model, opt_state, losses [n_batches])`. Jit with `eqx.filter_jit`.
+    """
+    params, static = eqx.partition(model, eqx.is_array)
+
+    def body(carry, xs):
+        params, opt_state = carry
+        index, mask, w_index = xs
+        take = lambda tree, i: jax.tree_util.tree_map(lambda x: x[i], tree)  # noqa: E731
+        window_batch = None if windows is None else take(windows, w_index)
+        model, opt_state, loss, _ = train_step(eqx.combine(params, static), opt_state,
+                                               take(data, index), mask, window_batch, optim,
+                                               decode)
+        return (eqx.filter(model, eqx.is_array), opt_state), loss
+
+    (params, opt_state), losses = jax.lax.scan(body, (params, opt_state),
+                                               (batch_index, batch_mask, window_index))
+    return eqx.combine(params, static), opt_state, losses
+
+
+train_epoch_jit = eqx.filter_jit(train_epoch)
+
+
 @eqx.filter_jit
 def eval_loss(model: eqx.Module, batch: dict, sample_mask: jax.Array) -> tuple[jax.Array, jax.Array]:
     """`(sum of per-sample §3.3 losses, number of real samples)` on one batch (no extra terms)."""
@@ -237,14 +272,27 @@ def eval_loss(model: eqx.Module, batch: dict, sample_mask: jax.Array) -> tuple[j
     return (per_sample * real).sum(), real.sum()
 
 
+@eqx.filter_jit
+def _dataset_sums(model: eqx.Module, data: dict, batch_index: jax.Array, batch_mask: jax.Array):
+    def body(totals, xs):
+        index, mask = xs
+        batch_total, batch_count = eval_loss(model, jax.tree_util.tree_map(lambda x: x[index],
+                                                                           data), mask)
+        return (totals[0] + batch_total, totals[1] + batch_count), None
+
+    zero = jnp.float32(0.0)
+    return jax.lax.scan(body, (zero, zero), (batch_index, batch_mask))[0]
+
+
 def dataset_loss(model: eqx.Module, data: dict, batch_size: int = 128) -> float:
-    """The §3.3 loss averaged over every sample of a dataset (the per-epoch validation loss)."""
-    total, count = 0.0, 0.0
-    for index, mask in D.padded_batches(D.validate(data), batch_size):
-        batch_total, batch_count = eval_loss(model, D.to_device(D.take(data, index)),
-                                             jnp.asarray(mask))
-        total, count = total + float(batch_total), count + float(batch_count)
-    return total / max(count, 1.0)
+    """The §3.3 loss averaged over every sample of a dataset (the per-epoch validation loss);
+    `data` may be host or device arrays (one device scan over its batches)."""
+    batches = list(D.padded_batches(D.validate(data), batch_size))
+    on_device = all(isinstance(v, jax.Array) for v in data.values())
+    total, count = _dataset_sums(model, data if on_device else D.to_device(data),
+                                 jnp.asarray(np.stack([i for i, _ in batches]), jnp.int32),
+                                 jnp.asarray(np.stack([m for _, m in batches])))
+    return float(total) / max(float(count), 1.0)
 
 
 def init_optimizer(model: eqx.Module, config: TrainConfig):
@@ -256,8 +304,11 @@ def init_optimizer(model: eqx.Module, config: TrainConfig):
 def fit(model: eqx.Module, train_data: dict, val_data: dict | None = None, *,
         config: TrainConfig = TrainConfig(), windows: dict | None = None,
         decode: DecodeFn | None = None, log: Callable[[str], None] | None = None,
-        step_fn: Callable | None = None) -> tuple[eqx.Module, list[dict]]:
+        epoch_fn: Callable | None = None) -> tuple[eqx.Module, list[dict]]:
     """Train for `config.epochs` epochs and keep the final model (no early stopping).
+
+    The dataset goes to the device once; each epoch is one call of `epoch_fn` (a scan over
+    its shuffled batches).
 
     Args:
       model: initial backbone.
@@ -267,41 +318,45 @@ def fit(model: eqx.Module, train_data: dict, val_data: dict | None = None, *,
       windows: optional `[W, 3, ...]` windows (used by ErrorAware only).
       decode: the benchmark's decode (required with windows).
       log: optional line logger.
-      step_fn: the jitted step (default `train_step_jit`; tests pass a trace-counted one).
+      epoch_fn: the jitted epoch (default `train_epoch_jit`; tests pass a trace-counted one).
     Returns:
       `(model, history)`, one dict per epoch: epoch, train_loss, val_loss, seconds, steps.
     """
     n = D.validate(train_data)
-    step_fn = train_step_jit if step_fn is None else step_fn
+    epoch_fn = train_epoch_jit if epoch_fn is None else epoch_fn
     use_windows = isinstance(model, ErrorAware) and windows is not None
     if use_windows:
         if decode is None:
             raise ValueError("ErrorAware's consistency windows need the benchmark's decode")
         n_windows = D.validate_windows(windows)
     optim, opt_state = init_optimizer(model, config)
+    device_data = D.to_device(D.take(train_data, np.arange(n)))
+    device_windows = (D.to_device(D.take(windows, np.arange(n_windows))) if use_windows
+                      else None)
+    device_val = (D.to_device(D.take(val_data, np.arange(D.validate(val_data))))
+                  if val_data is not None else None)
     history = []
     for epoch in range(config.epochs):
         start = time.perf_counter()
         rng = np.random.default_rng(config.seed * 1000 + epoch)
         order = rng.permutation(n)
         window_order = rng.permutation(n_windows) if use_windows else None
-        # Per-batch losses stay on device until the epoch ends (no sync per step).
-        batch_losses, batch_sizes = [], []
-        for b, (index, mask) in enumerate(D.padded_batches(n, config.batch_size, order)):
-            window_batch = None
-            if use_windows:
-                slots = (b * config.window_batch + np.arange(config.window_batch)) % n_windows
-                window_batch = D.to_device(D.take(windows, window_order[slots]))
-            model, opt_state, loss, _ = step_fn(model, opt_state,
-                                                D.to_device(D.take(train_data, index)),
-                                                jnp.asarray(mask), window_batch, optim,
-                                                decode if use_windows else None)
-            batch_losses.append(loss)
-            batch_sizes.append(mask.sum())
-        sizes = np.asarray(batch_sizes, np.float64)
-        train_loss = float(np.dot(np.asarray(jnp.stack(batch_losses)), sizes) / max(sizes.sum(), 1))
-        record = {"epoch": epoch, "train_loss": train_loss, "steps": len(batch_losses),
-                  "val_loss": dataset_loss(model, val_data, config.batch_size)
+        batches = list(D.padded_batches(n, config.batch_size, order))
+        batch_index = np.stack([index for index, _ in batches]).astype(np.int32)
+        batch_mask = np.stack([mask for _, mask in batches])
+        window_index = None
+        if use_windows:
+            slots = ((np.arange(len(batches))[:, None] * config.window_batch
+                      + np.arange(config.window_batch)[None, :]) % n_windows)
+            window_index = jnp.asarray(window_order[slots], jnp.int32)
+        model, opt_state, losses = epoch_fn(model, opt_state, device_data,
+                                            jnp.asarray(batch_index), jnp.asarray(batch_mask),
+                                            device_windows, window_index, optim,
+                                            decode if use_windows else None)
+        sizes = batch_mask.sum(axis=1).astype(np.float64)
+        train_loss = float(np.asarray(losses, np.float64) @ sizes / max(sizes.sum(), 1.0))
+        record = {"epoch": epoch, "train_loss": train_loss, "steps": len(batches),
+                  "val_loss": dataset_loss(model, device_val, config.batch_size)
                   if val_data is not None else None,
                   "seconds": time.perf_counter() - start}
         history.append(record)

@@ -78,21 +78,45 @@ def test_delta_ce_is_mean_over_real_nodes():
 
 
 @pytest.mark.parametrize("name", ["MLP", "MPNN", "ErrorAware"])
-def test_overfits_tiny_data_and_step_traces_once(data, windows, name):
+def test_overfits_tiny_data_and_epoch_traces_once(data, windows, name):
     """A few dozen steps on 40 samples (batches 16 + 16 + 8 padded): the loss falls, and the
-    jitted step traces exactly once across batches, the padded batch and epochs."""
+    jitted epoch (a scan over the batches) traces exactly once across epochs."""
     chex.clear_trace_counter()
-    step = eqx.filter_jit(chex.assert_max_traces(T.train_step, n=1))
+    epoch = eqx.filter_jit(chex.assert_max_traces(T.train_epoch, n=1))
     config = T.TrainConfig(epochs=14, batch_size=16, window_batch=4)
     model = make_backbone(name, jax.random.key(0))
     val = data if name == "ErrorAware" else None
     model, history = T.fit(model, data, val, config=config, windows=windows, decode=toy_decode,
-                           step_fn=step)
+                           epoch_fn=epoch)
     assert [h["steps"] for h in history] == [3] * 14
     first, last = history[0]["train_loss"], history[-1]["train_loss"]
     assert np.isfinite(last) and last < 0.5 * first, (first, last)
     if val is not None:
         assert history[-1]["val_loss"] < history[0]["val_loss"]
+
+
+def test_scanned_epoch_equals_stepping_batch_by_batch(data, windows):
+    """`fit`'s on-device epoch scan makes the same updates as one `train_step` per host batch
+    in the same shuffled order (ErrorAware: with its window batches too)."""
+    config = T.TrainConfig(epochs=1, batch_size=16, window_batch=4)
+    for name in ("MPNN", "ErrorAware"):
+        start = make_backbone(name, jax.random.key(0))
+        use_windows = name == "ErrorAware"
+        fitted, _ = T.fit(start, data, config=config, windows=windows if use_windows else None,
+                          decode=toy_decode)
+        model, (optim, state) = start, T.init_optimizer(start, config)
+        n, n_windows = D.validate(data), D.validate_windows(windows)
+        rng = np.random.default_rng(config.seed * 1000)
+        order, window_order = rng.permutation(n), rng.permutation(n_windows)
+        for b, (index, mask) in enumerate(D.padded_batches(n, config.batch_size, order)):
+            slots = (b * config.window_batch + np.arange(config.window_batch)) % n_windows
+            window_batch = D.to_device(D.take(windows, window_order[slots]))
+            model, state, _, _ = T.train_step_jit(
+                model, state, D.to_device(D.take(data, index)), jnp.asarray(mask),
+                window_batch if use_windows else None, optim, toy_decode if use_windows else None)
+        for got, want in zip(jax.tree_util.tree_leaves(eqx.filter(fitted, eqx.is_array)),
+                             jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_array))):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------

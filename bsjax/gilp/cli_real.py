@@ -1,0 +1,116 @@
+"""`bsjax gilp real`: the real-LLM validation of spec/gilp.md §7 T7 (Agent-Replan vs GILP on 20
+tasks per benchmark with H in [3, 8]) through `bsjax.llm` — the embedded local model by default,
+an Ollama server by name. Episodes append to OUT/events.jsonl and a rerun skips the finished ones
+(resume); replies are cached in OUT/calls.jsonl. Writes OUT/table_7.md + .csv and prints a JSON
+summary (`--json`: as the last line)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from bsjax.harness.experiment import UsageError
+
+DEFAULT_METHODS = "Agent-Replan,GILP"
+
+
+def _llm_methods(text: str) -> list:
+    from bsjax.gilp.methods import get_method
+    try:
+        methods = [get_method(s.strip()) for s in text.split(",") if s.strip()]
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    not_llm = [m.name for m in methods if not m.llm]
+    if not methods or not_llm:
+        raise UsageError("--methods takes LLM methods (e.g. Agent-Replan,GILP)"
+                         + (f"; not an LLM method: {', '.join(not_llm)}" if not_llm else ""))
+    return methods
+
+
+def cmd_real(args) -> int:
+    """Run (or resume) a T7 real-LLM run and write its table."""
+    from bsjax.gilp import pipeline
+    from bsjax.gilp import real as R
+    from bsjax.gilp.cli import parse_backbones, parse_benchmarks
+    from bsjax.llm.call_cache import CallCache
+    from bsjax.llm.gilp_driver import GilpDriver, make_gilp_backend
+    from bsjax.report import gilp_tables
+    benches, methods = parse_benchmarks(args.bench), _llm_methods(args.methods)
+    backbone = parse_backbones(args.backbone)
+    if len(backbone) != 1:
+        raise UsageError("--backbone takes one backbone")
+    for flag, value in (("--tasks", args.tasks), ("--timeout", args.timeout),
+                        ("--wall-cap", args.wall_cap)):
+        if value <= 0:
+            raise UsageError(f"{flag} must be positive (got {value})")
+    try:
+        profile = pipeline.get_profile(args.profile)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    work, out = Path(args.work), Path(args.out)
+    models = {}
+    if any(m.uses_backbone for m in methods):
+        try:  # every checkpoint is loaded before anything is written
+            models = {b: pipeline.load_backbone(work, b, backbone[0], profile) for b in benches}
+        except FileNotFoundError as err:
+            raise UsageError(str(err)) from None
+    try:
+        backend = make_gilp_backend(args.llm, args.llm_host, args.model, args.timeout,
+                                    json_mode=not args.no_json_mode, n_threads=args.threads,
+                                    schema=args.schema)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    out.mkdir(parents=True, exist_ok=True)
+    driver = GilpDriver(backend, CallCache(out / "calls.jsonl"))
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    start = time.perf_counter()
+    for bench in benches:
+        tasks = R.t7_tasks(work, bench, args.tasks)
+        R.run_real(out, methods, tasks, driver, models.get(bench),
+                   cfg=R.RealConfig(wall_cap_s=args.wall_cap), log=say)
+    events = out / "events.jsonl"
+    real = gilp_tables.real_by_benchmark(events)
+    gilp_tables.write_table(gilp_tables.table7(real), out)
+    result = {"methods": R.summarise_real(events), "by_benchmark": real,
+              "llm": {"backend": args.llm, "model": getattr(backend, "model", None)},
+              "seconds": round(time.perf_counter() - start, 2)}
+    if args.json:
+        print(json.dumps(result, default=float))
+    else:
+        print((out / "table_7.md").read_text())
+        print(f"-> {out} ({result['seconds']:.0f} s)")
+    return 0
+
+
+def add_real_arguments(parser) -> None:
+    """The flags of `bsjax gilp real` (also `python -m bsjax.gilp.real`)."""
+    parser.add_argument("--bench", default="all", help="all, or e.g. taskgraph,toolchain")
+    parser.add_argument("--tasks", type=int, default=20, help="tasks per benchmark (T7: 20)")
+    parser.add_argument("--methods", default=DEFAULT_METHODS, help="LLM methods (T7: the default)")
+    parser.add_argument("--llm", default="local", help="local (embedded) | ollama | none")
+    parser.add_argument("--llm-host", default=None, help="Ollama server URL")
+    parser.add_argument("--model", default=None, help="Ollama model name (default gemma3:270m)")
+    parser.add_argument("--no-json-mode", action="store_true",
+                        help="no grammar/format constraint; the parser extracts the JSON object")
+    parser.add_argument("--schema", action="store_true",
+                        help="constrain replies by the response JSON Schema (structured outputs)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="per-call timeout (s)")
+    parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (local)")
+    parser.add_argument("--wall-cap", type=float, default=1800.0, help="per-episode cap (s)")
+    parser.add_argument("--work", default="results/gilp", help="GILP work directory")
+    parser.add_argument("--profile", default="quick", help="the backbone checkpoints' profile")
+    parser.add_argument("--backbone", default="MPNN", help="GILP's backbone (default MPNN)")
+    parser.add_argument("--out", required=True, help="run directory (events, calls, table_7)")
+    parser.add_argument("--json", action="store_true", help="print the result JSON last")
+
+
+def add_real_parser(gsub) -> None:
+    """Register `bsjax gilp real` on the `gilp` subparsers."""
+    parser = gsub.add_parser("real", help="T7: real-LLM validation (Agent-Replan vs GILP)")
+    add_real_arguments(parser)
+    parser.set_defaults(func=cmd_real)
+
+
+__all__ = ["add_real_arguments", "add_real_parser", "cmd_real"]
