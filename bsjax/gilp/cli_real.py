@@ -14,6 +14,7 @@ from pathlib import Path
 from bsjax.harness.experiment import UsageError
 
 DEFAULT_METHODS = "Agent-Replan,GILP"
+LLM_KINDS = ("local", "ollama", "none")
 
 
 def _llm_methods(text: str) -> list:
@@ -38,6 +39,8 @@ def cmd_real(args) -> int:
     from bsjax.llm.gilp_driver import GilpDriver, make_gilp_backend
     from bsjax.report import gilp_tables
     benches, methods = parse_benchmarks(args.bench), _llm_methods(args.methods)
+    if args.llm not in LLM_KINDS:
+        raise UsageError(f"unknown LLM backend {args.llm!r} (choose from {', '.join(LLM_KINDS)})")
     backbone = parse_backbones(args.backbone)
     if len(backbone) != 1:
         raise UsageError("--backbone takes one backbone")

@@ -369,3 +369,42 @@ def test_hybrids_and_ablations_differ_only_by_config(tasks):
                for r in by["GILP-tau1"])
     assert all(r["corrected"] for r in by["GILP-tau0"] + by["GILP-NoRiskGate"])
     assert not any(r["risk_fired"] for r in by["GILP-NoRiskGate"])
+
+
+# --- bsjax gilp real ---------------------------------------------------------------------------------
+
+def test_cli_real_runs_resumes_and_writes_table_7(work, tmp_path, capsys):
+    from bsjax import cli
+    out = tmp_path / "real"
+    with OllamaAPIServer(ScriptedAgent()) as server:
+        argv = ["gilp", "real", "--bench", BENCH, "--tasks", "1", "--methods", "Agent-Replan",
+                "--llm", "ollama", "--llm-host", server.url, "--work", str(work), "--out",
+                str(out), "--json"]
+        assert cli.main(argv) == 0
+        first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        lines = (out / "events.jsonl").read_text()
+        assert cli.main(argv) == 0                       # resume: every episode is done
+        again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (out / "events.jsonl").read_text() == lines
+    assert again["methods"] == first["methods"] and set(first["methods"]) == {"Agent-Replan"}
+    assert first["by_benchmark"][BENCH]["Agent-Replan"]["n"] == 1
+    assert f"| {BENCH} | 1/0 |" in (out / "table_7.md").read_text()   # n agent / n GILP
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--methods", "Oracle"], "not an LLM method: Oracle"),
+    (["--methods", "Chess-Master"], "unknown GILP method 'Chess-Master'"),
+    (["--bench", "chess"], "unknown benchmark"),
+    (["--tasks", "0"], "--tasks must be positive"),
+    (["--llm", "gpt9"], "unknown LLM backend"),
+    (["--methods", "GILP"], "checkpoint"),          # no trained backbone in the work dir
+])
+def test_cli_real_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, flags,
+                                                                  message):
+    from bsjax import cli
+    out, work = tmp_path / "out", tmp_path / "w"
+    argv = ["gilp", "real", "--bench", BENCH, "--work", str(work), "--out", str(out), *flags]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists() and not work.exists()
