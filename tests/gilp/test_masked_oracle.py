@@ -19,8 +19,8 @@ from bsjax.gilp.envs import common, registry
 from bsjax.gilp.types import graph_from_np
 
 
-@settings(max_examples=40, deadline=None)
-@given(masks=st.lists(st.lists(st.booleans(), min_size=11, max_size=11), min_size=1, max_size=4),
+@settings(max_examples=30, deadline=None)
+@given(masks=st.lists(st.lists(st.booleans(), min_size=11, max_size=11), min_size=3, max_size=3),
        chunk=st.sampled_from([1, 3, 4, 16]))
 def test_masked_map_equals_vmap_on_masked_slots(masks, chunk):
     mask = jnp.asarray(masks)                                    # [batch, 11]
@@ -46,7 +46,11 @@ def _reference_ranking(bench, g, distance):
     return acts[jnp.argmin(key)]
 
 
-def _reference_values(bench, g, horizon=4, gamma=0.9):
+# K = 3 keeps the compile of the reference small; the rollout still takes two oracle steps.
+HORIZON = 3
+
+
+def _reference_values(bench, g, horizon=HORIZON, gamma=0.9):
     acts, amask = bench.candidates(g)
 
     def one(a):
@@ -83,7 +87,7 @@ def _walk_states(bench, tasks, steps, key):
 @pytest.mark.parametrize("name", C.BENCHMARKS)
 def test_masked_oracle_and_values_equal_the_direct_definitions(name):
     bench = registry.get(name)
-    tasks, _ = generate.generate_split(name, "test_ood", 3)
+    tasks, _ = generate.generate_split(name, "test_ood", 2)
     states = _walk_states(bench, tasks, 5, jax.random.key(11))
     # The agent's view too: RepairFlow's rules then run on the inferred hidden fields.
     graphs = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), states,
@@ -92,7 +96,7 @@ def test_masked_oracle_and_values_equal_the_direct_definitions(name):
     def fast(g):
         acts, amask = bench.candidates(g)
         return (common.oracle_action(bench, g), common.oracle_obs_action(bench, g),
-                common.candidate_values(bench, g, acts, amask))
+                common.candidate_values(bench, g, acts, amask, HORIZON))
 
     def slow(g):
         return (_reference_ranking(bench, g, bench.dstar),
