@@ -49,9 +49,13 @@ RESPONSE_SCHEMA = {
         "selected_action": {"type": "string"},
         "imagined_next_state": {
             "type": "object", "required": ["changed_nodes"],
-            "properties": {"changed_nodes": {"type": "array", "items": {"type": "integer"}}},
+            # Node ids are slots 0..N_MAX-1 and a step changes at most every node: bounding the
+            # list keeps a grammar-constrained small model from counting on until max_tokens.
+            "properties": {"changed_nodes": {
+                "type": "array", "maxItems": C.N_MAX,
+                "items": {"type": "integer", "minimum": 0, "maximum": C.N_MAX - 1}}},
             "additionalProperties": {"type": "string", "enum": list(C.STATUS_NAMES)}},
-        "reasoning": {"type": "string"},
+        "reasoning": {"type": "string", "maxLength": 300},
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
     },
 }
