@@ -340,7 +340,10 @@ def test_system_prompt_and_response_format():
                                   "confidence"]
     state = schema["properties"]["imagined_next_state"]
     assert state["additionalProperties"]["enum"] == list(C.STATUS_NAMES)
-    assert state["properties"]["changed_nodes"]["items"] == {"type": "integer"}
+    # Node ids are slots 0..N_MAX-1, at most N_MAX of them (a bounded grammar for small models).
+    assert state["properties"]["changed_nodes"] == {
+        "type": "array", "maxItems": C.N_MAX,
+        "items": {"type": "integer", "minimum": 0, "maximum": C.N_MAX - 1}}
 
 
 def test_agent_prompt_golden_taskgraph():
