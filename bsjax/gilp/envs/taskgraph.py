@@ -80,7 +80,8 @@ def branches(g: Graph, a: common.Action) -> tuple[Graph, Graph, jax.Array]:
 
 
 def sample(key: jax.Array, g: Graph, a: jax.Array) -> tuple[Graph, jax.Array]:
-    """One outcome; the single stochastic component (the completing execute) fails w.p. q. The key is consumed."""
+    """One outcome; the single stochastic component (the completing execute) fails w.p. q.
+    The key is consumed."""
     return common.sample_one_component(branches, key, g, a)
 
 

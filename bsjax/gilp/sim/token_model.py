@@ -23,7 +23,7 @@ import numpy as np
 from bsjax.gilp import config as C
 from bsjax.gilp.envs import registry
 from bsjax.gilp.planners import gate
-from bsjax.gilp.sim.agent import CALL_CORRECT, CALL_DRAFT, CALL_REPARSE, CALL_RISK
+from bsjax.gilp.sim.agent import CALL_CORRECT, CALL_DRAFT, CALL_REPARSE
 from bsjax.gilp.types import graph_from_np
 from bsjax.llm import gilp_prompts as P
 
