@@ -18,11 +18,10 @@ LLM_KINDS = ("local", "ollama", "none")
 
 
 def _llm_methods(text: str) -> list:
+    """`--methods` as configs (`cli.parse_methods`), LLM methods only."""
+    from bsjax.gilp.cli import parse_methods
     from bsjax.gilp.methods import get_method
-    try:
-        methods = [get_method(s.strip()) for s in text.split(",") if s.strip()]
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    methods = [get_method(name) for name in parse_methods(text)]
     not_llm = [m.name for m in methods if not m.llm]
     if not methods or not_llm:
         raise UsageError("--methods takes LLM methods (e.g. Agent-Replan,GILP)"

@@ -328,11 +328,10 @@ def fit(model: eqx.Module, train_data: dict, val_data: dict | None = None, *,
             raise ValueError("ErrorAware's consistency windows need the benchmark's decode")
         n_windows = D.validate_windows(windows)
     optim, opt_state = init_optimizer(model, config)
-    device_data = D.to_device(D.take(train_data, np.arange(n)))
-    device_windows = (D.to_device(D.take(windows, np.arange(n_windows))) if use_windows
-                      else None)
-    device_val = (D.to_device(D.take(val_data, np.arange(D.validate(val_data))))
-                  if val_data is not None else None)
+    # `to_device` keeps the known fields only, with the table's dtypes.
+    device_data = D.to_device(train_data)
+    device_windows = D.to_device(windows) if use_windows else None
+    device_val = D.to_device(val_data) if val_data is not None else None
     history = []
     for epoch in range(config.epochs):
         start = time.perf_counter()

@@ -149,10 +149,12 @@ def test_paper_bad_config_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys
     assert not out.exists() and not (tmp_path / "w").exists()
 
 
-def test_the_shipped_gilp_configs_parse(capsys):
+def test_the_shipped_gilp_configs_parse():
     from argparse import Namespace
     root = Path(__file__).resolve().parents[2] / "experiments" / "gilp"
-    for path in sorted(root.glob("*.toml")):
+    paths = sorted(root.glob("*.toml"))
+    assert {p.name for p in paths} >= {"quick.toml", "full.toml"}
+    for path in paths:
         flags = dict(config=str(path), profile=None, bench=None, work=None, out=None,
                      params=None, run_seed=None)
         settings = gilp_cli.paper_settings(Namespace(**flags))

@@ -244,10 +244,15 @@ def masked_map(fn: Callable, items, mask: jax.Array, fill, chunk: int = 8):
     return jax.tree_util.tree_map(lambda o: o[:size], out)
 
 
+def valid_mask(bench: Bench, g: Graph, acts: jax.Array, amask: jax.Array) -> jax.Array:
+    """`[A]` bool: which of the candidate slots hold a valid action."""
+    return amask & jax.vmap(lambda a: bench.valid(g, a))(acts)
+
+
 def valid_candidates(bench: Bench, g: Graph) -> tuple[jax.Array, jax.Array, jax.Array]:
     """`(acts [A, 3], amask [A], valid [A])`: the candidates and which of them are valid."""
     acts, amask = bench.candidates(g)
-    return acts, amask, amask & jax.vmap(lambda a: bench.valid(g, a))(acts)
+    return acts, amask, valid_mask(bench, g, acts, amask)
 
 
 def _distance_ranking(bench: Bench, g: Graph, distance: Callable | None) -> tuple[jax.Array,
@@ -343,7 +348,7 @@ def candidate_values(bench: Bench, g: Graph, acts: jax.Array, amask: jax.Array, 
 
     Every invalid candidate leaves `g` as it is, so they share one value, computed once; the
     valid ones are evaluated through `masked_map`."""
-    ok = amask & jax.vmap(lambda a: bench.valid(g, a))(acts)
+    ok = valid_mask(bench, g, acts, amask)
     d_here = bench.dstar(g)
     stay = _oracle_continuation(bench, advance(g, g), reward(g, g, d_here, d_here, jnp.bool_(False)),
                                 horizon, gamma)
