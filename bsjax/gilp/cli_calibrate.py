@@ -96,7 +96,7 @@ def add_calibrate_parser(gsub) -> None:
     cal.add_argument("--profile", default="quick",
                      help="smoke | quick | paper: the checkpoints (and the budget, unless --budget)")
     cal.add_argument("--budget", default=None,
-                     help="smoke | quick | standard | paper: how much to simulate (default: the "
+                     help="smoke | quick | standard | gpu | paper: how much to simulate (default: the "
                           "profile's)")
     cal.add_argument("--work", default=str(DEFAULT_WORK), help="GILP work directory")
     cal.add_argument("--out", default=None, help="output directory (default WORK/calibration)")

@@ -16,6 +16,7 @@ numbers and the objective is a deterministic function of the parameters.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -29,11 +30,15 @@ from bsjax.gilp.envs import registry
 from bsjax.gilp.sim import residuals as R
 from bsjax.gilp.sim import targets as TG
 from bsjax.gilp.sim import token_model as TM
-from bsjax.gilp.sim.params import LOCAL_PARAMS_FILE, PARAMS_FILE, SimParams
-from bsjax.gilp.sim.run import records_to_events, run_simulated_many
+from bsjax.gilp.sim.params import LOCAL_PARAMS_FILE, PARAMS_FILE, SimParams, to_dict
+from bsjax.gilp.sim.run import records_to_events, run_simulated_sweep
 
 RESIDUALS_FILE = "CALIBRATION_RESIDUALS.md"
 LOCAL_RESIDUALS_FILE = "CALIBRATION_RESIDUALS.local.md"
+# Every evaluation's objective, appended as it is computed: an interrupted calibration re-run
+# with the same settings replays them instead of simulating again (the search is deterministic).
+JOURNAL_FILE = "calibration_evals.jsonl"
+OBJECTIVE = "weighted squared band-scaled residuals (targets.evaluate), v2"
 # (name, lo, hi): the box each fitted parameter stays in.
 STAGE1_SPACE = (("c_tg", 0.5, 1.0), ("t_slip", 0.02, 2.0), ("h0", 0.0, 0.6), ("h1", 0.0, 0.6),
                 ("h2", 0.0, 0.3), ("q_fb", 0.0, 1.0), ("q_rec", 0.0, 1.0))
@@ -56,6 +61,8 @@ class CalibrationBudget:
       sobol2, nm2: the same for stage 2.
       token_prompts: prompts rendered for the token model (the spec asks for ≥ 2,000).
       ood_tasks: test-OOD tasks per benchmark for the stage-3 OOD check (0: not evaluated).
+      batch: parameter sets simulated together (Sobol points, the initial simplex): one wide
+        batch keeps an accelerator busy where one set's episodes would not.
     """
 
     name: str
@@ -67,9 +74,10 @@ class CalibrationBudget:
     nm2: int
     token_prompts: int = 2000
     ood_tasks: int = 0
+    batch: int = 8
 
     def validate(self) -> None:
-        for field in ("tasks", "seeds", "token_prompts"):
+        for field in ("tasks", "seeds", "token_prompts", "batch"):
             if getattr(self, field) < 1:
                 raise ValueError(f"calibration budget {field} must be positive "
                                  f"(got {getattr(self, field)})")
@@ -94,8 +102,13 @@ BUDGETS = {
     # per benchmark, stage 2 evaluated at its start point only.
     "standard": CalibrationBudget("standard", tasks=24, seeds=2, sobol1=24, nm1=60, sobol2=0,
                                   nm2=0, ood_tasks=8),
+    # What one GPU fits in about twenty minutes (two sittings; the journal resumes): the whole
+    # val split with two seeds, 128 Sobol points + 100 Nelder-Mead steps for stage 1, a smaller
+    # search for the five-method stage 2.
+    "gpu": CalibrationBudget("gpu", tasks=100, seeds=2, sobol1=128, nm1=100, sobol2=24, nm2=24,
+                             ood_tasks=40, batch=32),
     "paper": CalibrationBudget("paper", tasks=100, seeds=8, sobol1=256, nm1=200, sobol2=64,
-                               nm2=200, ood_tasks=40),
+                               nm2=200, ood_tasks=40, batch=32),
 }
 
 
@@ -129,26 +142,41 @@ class SimSetup:
     cfg: C.GilpConfig = C.GilpConfig()
 
 
-def simulate(setup: SimSetup, methods: Sequence[str], params: SimParams,
-             ood: bool = False) -> dict[str, dict]:
-    """`metrics.summarise` of the methods pooled over benchmarks (one `run_simulated_many`
-    call per benchmark). With `ood`, test-OOD episodes are summarised apart as "M (ood)"."""
-    rows, ood_rows = [], []
+def simulate_sweep(setup: SimSetup, methods: Sequence[str], params_sets: Sequence[SimParams],
+                   ood: bool = False) -> list[dict[str, dict]]:
+    """`metrics.summarise` of the methods pooled over benchmarks, one dict per parameter set
+    (one `run_simulated_sweep` call per benchmark and split). With `ood`, test-OOD episodes are
+    summarised apart as "M (ood)"."""
+    rows = [[] for _ in params_sets]
+    ood_rows = [[] for _ in params_sets]
     for bench, tasks in setup.tasks.items():
         rules = registry.get(bench)
-        for run in run_simulated_many(methods, rules, setup.models.get(bench), tasks,
-                                      setup.seeds, setup.root_key, params, setup.cfg,
-                                      task_ids=setup.task_ids.get(bench)):
-            rows += records_to_events(run, "id")
+        sweep = run_simulated_sweep(methods, rules, setup.models.get(bench), tasks, setup.seeds,
+                                    setup.root_key, params_sets, setup.cfg,
+                                    task_ids=setup.task_ids.get(bench))
+        for p, runs in enumerate(sweep):
+            for run in runs:
+                rows[p] += records_to_events(run, "id")
         if ood and bench in setup.ood_tasks:
-            for run in run_simulated_many(methods, rules, setup.models.get(bench),
-                                          setup.ood_tasks[bench], setup.seeds, setup.root_key,
-                                          params, setup.cfg):
-                ood_rows += records_to_events(run, "ood")
-    out = metrics.summarise(rows)
-    for method, summary in metrics.summarise(ood_rows).items():
-        out[f"{method} (ood)"] = summary
+            sweep = run_simulated_sweep(methods, rules, setup.models.get(bench),
+                                        setup.ood_tasks[bench], setup.seeds, setup.root_key,
+                                        params_sets, setup.cfg)
+            for p, runs in enumerate(sweep):
+                for run in runs:
+                    ood_rows[p] += records_to_events(run, "ood")
+    out = []
+    for id_rows, o_rows in zip(rows, ood_rows):
+        summary = metrics.summarise(id_rows)
+        for method, s in metrics.summarise(o_rows).items():
+            summary[f"{method} (ood)"] = s
+        out.append(summary)
     return out
+
+
+def simulate(setup: SimSetup, methods: Sequence[str], params: SimParams,
+             ood: bool = False) -> dict[str, dict]:
+    """`simulate_sweep` of one parameter set."""
+    return simulate_sweep(setup, methods, [params], ood)[0]
 
 
 # --- parameter boxes and the optimiser -------------------------------------------------------------
@@ -194,60 +222,140 @@ class StageResult:
     summaries: dict
 
 
-def fit_stage(stage: int, objective: Callable[[SimParams], tuple[float, list[dict], dict]],
-              base: SimParams, space, sobol: int, nm_evals: int, seed: int = 0,
-              log: Log = lambda line: None) -> StageResult:
+class StageObjective:
+    """`params -> (objective, residual rows, summaries)` of one stage; `many(sets)` evaluates
+    several parameter sets in one batched simulation."""
+
+    def __init__(self, setup: SimSetup, methods: Sequence[str], targets: list[TG.Target]):
+        self.setup, self.methods, self.targets = setup, list(methods), targets
+
+    def many(self, params_sets: Sequence[SimParams]) -> list[tuple[float, list[dict], dict]]:
+        out = []
+        for summaries in simulate_sweep(self.setup, self.methods, params_sets):
+            value, rows = TG.evaluate(self.targets, summaries)
+            out.append((value, rows, summaries))
+        return out
+
+    def __call__(self, params: SimParams) -> tuple[float, list[dict], dict]:
+        return self.many([params])[0]
+
+
+def stage_objective(setup: SimSetup, methods: Sequence[str],
+                    targets: list[TG.Target]) -> StageObjective:
+    """The objective of one stage (`StageObjective`)."""
+    return StageObjective(setup, methods, targets)
+
+
+class Journal:
+    """Objective values by parameter set, appended to a JSONL file as they are computed.
+
+    The first line fingerprints the calibration's settings; a journal written under other
+    settings is replaced. Keys are every parameter's value (rounded), so a stage-2 point
+    after a different stage-1 fit is a different key."""
+
+    def __init__(self, path: Path | None, fingerprint: dict):
+        self.path, self.values = path, {}
+        if path is None:
+            return
+        lines = path.read_text().splitlines() if path.is_file() else []
+        head = json.dumps({"fingerprint": fingerprint}, sort_keys=True)
+        if lines and lines[0] == head:
+            for line in lines[1:]:
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:  # a line cut by the interruption
+                    continue
+                self.values[tuple(row["key"])] = float(row["objective"])
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(head + "\n")
+
+    @staticmethod
+    def key(stage: int, params: SimParams) -> tuple:
+        return (stage, *(round(v, 6) for v in to_dict(params).values()))
+
+    def get(self, stage: int, params: SimParams) -> float | None:
+        return self.values.get(self.key(stage, params))
+
+    def add(self, stage: int, params: SimParams, objective: float) -> None:
+        key = self.key(stage, params)
+        self.values[key] = objective
+        if self.path is not None:
+            with self.path.open("a") as f:
+                f.write(json.dumps({"key": list(key), "objective": objective}) + "\n")
+
+
+def fit_stage(stage: int, objective, base: SimParams, space, sobol: int, nm_evals: int,
+              seed: int = 0, log: Log = lambda line: None, batch: int = 1,
+              journal: Journal | None = None) -> StageResult:
     """Minimise `objective(params)[0]` over the parameters of `space` (the rest of `base` kept).
 
     The start point (`base`'s values) is evaluated first, then `sobol` scrambled-Sobol points
     of the box, then Nelder–Mead from the best so far for `nm_evals` evaluations, in logit
     coordinates with an initial simplex of ±0.5 logit per axis (the objective is piecewise
-    constant under common random numbers, so a tiny default simplex would not move).
+    constant under common random numbers, so a tiny default simplex would not move). Sobol
+    points and the initial simplex are simulated `batch` sets at a time (`objective.many`
+    when the objective has it). `journal` replays evaluations of an interrupted run.
     """
     from scipy.optimize import minimize
     from scipy.stats import qmc
     start = time.perf_counter()
-    cache: dict[tuple, tuple] = {}
+    journal = journal or Journal(None, {})
+    cache: dict[tuple, float] = {}
     best: dict = {}
+    names = [name for name, _, _ in space]
+    many = getattr(objective, "many", lambda sets: [objective(p) for p in sets])
+
+    def key(values):
+        return tuple(round(values[name], 6) for name in names)
+
+    def record(values, value, detail=None):
+        cache[key(values)] = value
+        if not best or value < best["objective"]:
+            best.update(objective=value, values=dict(values), detail=detail)
+        log(f"stage {stage} eval {len(cache)}: objective {value:.5f} "
+            f"(best {best['objective']:.5f})")
+
+    def evaluate_many(points: list[dict]) -> None:
+        fresh = []
+        for values in points:
+            if key(values) in cache:
+                continue
+            known = journal.get(stage, with_values(base, values))
+            if known is not None:
+                record(values, known)
+            elif all(key(values) != key(f) for f in fresh):
+                fresh.append(values)
+        for lo in range(0, len(fresh), max(1, batch)):
+            part = fresh[lo:lo + max(1, batch)]
+            for values, result in zip(part, many([with_values(base, v) for v in part])):
+                journal.add(stage, with_values(base, values), float(result[0]))
+                record(values, float(result[0]), result)
 
     def evaluate(values: dict[str, float]) -> float:
-        key = tuple(round(values[name], 6) for name, _, _ in space)
-        if key not in cache:
-            cache[key] = objective(with_values(base, values))
-            value = cache[key][0]
-            if not best or value < best["objective"]:
-                best.update(objective=value, values=dict(values), rows=cache[key][1],
-                            summaries=cache[key][2])
-            log(f"stage {stage} eval {len(cache)}: objective {value:.5f} "
-                f"(best {best['objective']:.5f})")
-        return cache[key][0]
+        evaluate_many([values])
+        return cache[key(values)]
 
-    names = [name for name, _, _ in space]
     start_values = {name: float(getattr(base, name)) for name in names}
     start_objective = evaluate(start_values)
     if sobol > 0:
         unit = qmc.Sobol(len(space), scramble=True, seed=seed).random(sobol)
-        for u in unit:
-            evaluate({name: lo + (hi - lo) * float(x) for (name, lo, hi), x in zip(space, u)})
+        evaluate_many([{name: lo + (hi - lo) * float(x) for (name, lo, hi), x in zip(space, u)}
+                       for u in unit])
     if nm_evals > 0:
         z0 = _to_logit(best["values"], space)
         simplex = np.vstack([z0] + [z0 + 0.5 * np.eye(len(space))[i] for i in range(len(space))])
+        evaluate_many([_to_box(z, space) for z in simplex])
         minimize(lambda z: evaluate(_to_box(z, space)), z0, method="Nelder-Mead",
                  options={"maxfev": nm_evals, "initial_simplex": simplex, "xatol": 1e-3,
                           "fatol": 1e-7})
+    if best["detail"] is None:  # the best point was replayed from the journal: its rows
+        best["detail"] = objective(with_values(base, best["values"]))
+    _, rows, summaries = best["detail"]
     return StageResult(values=best["values"], objective=best["objective"],
-                       start_objective=start_objective, rows=best["rows"],
+                       start_objective=start_objective, rows=rows,
                        evaluations=len(cache), seconds=time.perf_counter() - start,
-                       summaries=best["summaries"])
-
-
-def stage_objective(setup: SimSetup, methods: Sequence[str], targets: list[TG.Target]):
-    """`params -> (objective, residual rows, summaries)` of one stage."""
-    def objective(params: SimParams):
-        summaries = simulate(setup, methods, params)
-        value, rows = TG.evaluate(targets, summaries)
-        return value, rows, summaries
-    return objective
+                       summaries=summaries)
 
 
 def drop_empty_buckets(targets: list[TG.Target], horizons: np.ndarray) -> list[TG.Target]:
@@ -337,13 +445,18 @@ def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
     log(f"token model: R² {tokens['r2']:.4f} on {tokens['prompts']} prompts")
     params = SimParams().replace(**tokens["coefs"])
 
+    journal = Journal(Path(out) / JOURNAL_FILE, {
+        "budget": dataclasses.asdict(budget), "benchmarks": list(benches), "backbone": backbone,
+        "profile": profile, "run_seed": run_seed, "cfg": repr(cfg), "objective": OBJECTIVE})
     targets1 = drop_empty_buckets(TG.agent_targets(), horizons)
     stage1 = fit_stage(1, stage_objective(dataclasses.replace(setup, models={}),
                                           ["Agent-Replan"], targets1),
-                       params, STAGE1_SPACE, budget.sobol1, budget.nm1, log=log)
+                       params, STAGE1_SPACE, budget.sobol1, budget.nm1, log=log,
+                       batch=budget.batch, journal=journal)
     params = with_values(params, stage1.values)
     stage2 = fit_stage(2, stage_objective(setup, TG.HYBRIDS, TG.hybrid_targets()), params,
-                       STAGE2_SPACE, budget.sobol2, budget.nm2, log=log)
+                       STAGE2_SPACE, budget.sobol2, budget.nm2, log=log, batch=budget.batch,
+                       journal=journal)
     params = with_values(params, stage2.values)
 
     log("stage 3: GILP and its ablations (predictions)")
@@ -404,7 +517,7 @@ def calibrate_from_real(work: str | Path, out: str | Path, run_dir: str | Path,
     targets = drop_empty_buckets(targets, horizons)
     base = SimParams() if base is None else base
     stage1 = fit_stage(1, stage_objective(setup, ["Agent-Replan"], targets), base,
-                       STAGE1_SPACE, budget.sobol1, budget.nm1, log=log)
+                       STAGE1_SPACE, budget.sobol1, budget.nm1, log=log, batch=budget.batch)
     params = with_values(base, stage1.values)
     doc = R.document(params, None, [stage1], [], [], stage1.summaries,
                     _meta(budget, list(tasks), time.perf_counter() - start,
@@ -414,6 +527,6 @@ def calibrate_from_real(work: str | Path, out: str | Path, run_dir: str | Path,
     return doc
 
 
-__all__ = ["BUDGETS", "CalibrationBudget", "SimSetup", "StageResult", "calibrate",
-           "calibrate_from_real", "fit_stage", "fit_tokens", "get_budget",
-           "simulate", "stage_objective", "with_values"]
+__all__ = ["BUDGETS", "CalibrationBudget", "Journal", "SimSetup", "StageObjective",
+           "StageResult", "calibrate", "calibrate_from_real", "fit_stage", "fit_tokens",
+           "get_budget", "simulate", "simulate_sweep", "stage_objective", "with_values"]

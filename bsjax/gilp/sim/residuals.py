@@ -55,8 +55,8 @@ def residuals_markdown(doc: dict) -> str:
             lines.append(f"- Stage {i}: objective {st['objective']:.5f} (start "
                          f"{st['start_objective']:.5f}), {st['evaluations']} evaluations, "
                          f"{st['seconds']} s.")
-    head = ["| stage | method | metric | target | value | residual | weight | [rev] | band | "
-            "pass |", "|---|---|---|---|---|---|---|---|---|---|"]
+    head = ["| stage | method | metric | target | value | residual | z | weight | [rev] | band | "
+            "pass |", "|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def table(rows):
         out = list(head)
@@ -64,11 +64,13 @@ def residuals_markdown(doc: dict) -> str:
             band = "" if not r["band"] else f"[{r['band'][0]:.3f}, {r['band'][1]:.3f}]"
             ok = "" if r["pass"] is None else ("pass" if r["pass"] else "FAIL")
             out.append(f"| {r['stage']} | {r['method']} | {r['metric']} | {_fmt(r['target'])} | "
-                       f"{_fmt(r['value'])} | {_fmt(r['residual'])} | {r['weight']:g} | "
+                       f"{_fmt(r['value'])} | {_fmt(r['residual'])} | {_fmt(r.get('z'))} | {r['weight']:g} | "
                        f"{'yes' if r['rev'] else ''} | {band} | {ok} |")
         return out
 
-    lines += ["", "## Residuals (stages 1-2 fitted, stage 3 predicted)", ""] + table(doc["rows"])
+    lines += ["", "## Residuals (stages 1-2 fitted, stage 3 predicted)", "",
+              "z is the residual in units of the row's band half-width (0.04 for a rate without "
+              "a band, 0.4 for PD); the objective is Σ weight·z².", ""] + table(doc["rows"])
     if doc["band_recheck"]:
         lines += ["", "## Fitted bands re-checked on the stage-3 run", ""]
         lines += table(doc["band_recheck"])

@@ -69,7 +69,8 @@ def batched_episodes(method: MethodConfig | None, bench: Bench, cfg: C.GilpConfi
                      sizes: tuple[int, int] | None = None):
     """The un-jitted batch function `(root, params, model, g0 [E], task [E], seed [E]) ->
     (final SimState [E], StepRecord [E, B_MAX, ...])`: a `lax.scan` over the B_MAX steps of
-    `jax.vmap(sim_step)` over the E episodes.
+    `jax.vmap(sim_step)` over the E episodes. `params` is one `SimParams` of scalars, or one
+    with `[E]` leaves (a parameter set per episode).
 
     With `method=None` the function takes a seventh argument, `flags`: `MethodFlags` with an
     `[E]` axis (one LLM method per episode, traced), so one compile serves every LLM method.
@@ -80,11 +81,13 @@ def batched_episodes(method: MethodConfig | None, bench: Bench, cfg: C.GilpConfi
     are inactive), which gives the same records as stepping them. Jit it, or wrap it in
     `chex.assert_max_traces` first.
     """
-    step = jax.vmap(lambda keys, state, params, model, flags: sim_step(
-        keys, state, method if flags is None else flags, params, model, bench, cfg, sizes),
-        in_axes=(0, 0, None, None, 0))
-
     def run(root, params, model, g0, task, seed, flags=None):
+        # Scalar parameters are shared by the batch; `[E]` leaves give each episode its own
+        # set (a calibration sweep), decided from the shapes at trace time.
+        per_episode = jnp.ndim(params.c_tg) == 1
+        step = jax.vmap(lambda keys, state, params, model, flags: sim_step(
+            keys, state, method if flags is None else flags, params, model, bench, cfg, sizes),
+            in_axes=(0, 0, 0 if per_episode else None, None, 0))
         states = jax.vmap(lambda g: init_state(bench, g))(g0)
         steps = jnp.arange(C.B_MAX)
         per_step = lambda fn: jax.vmap(  # noqa: E731
@@ -152,9 +155,10 @@ def _episodes(tasks, seeds: Sequence[int], task_ids: Sequence[int] | None):
 
 
 def _chunked(fn, root_key, params, model, graphs, ids, task_index, seed_of, flags,
-             episode_chunk: int | None):
+             episode_chunk: int | None, param_index: np.ndarray | None = None):
     """Run `fn` over the episodes in fixed-size chunks (the last one padded by repeating its
-    last episode); returns `(host records [E, B_MAX, ...], chunk seconds)`."""
+    last episode); returns `(host records [E, B_MAX, ...], chunk seconds)`. With `param_index`
+    (`[E]`), `params` holds `[P]` stacked sets and episode e runs under set `param_index[e]`."""
     total = len(task_index)
     chunk = chunk_size(total, episode_chunk)
     parts, chunk_seconds = [], []
@@ -162,7 +166,9 @@ def _chunked(fn, root_key, params, model, graphs, ids, task_index, seed_of, flag
         tick = time.perf_counter()
         sel = np.arange(lo, lo + chunk).clip(max=total - 1)
         g0 = jax.tree_util.tree_map(lambda x: x[task_index[sel]], graphs)
-        args = (root_key, params, model, g0, jnp.asarray(ids[task_index[sel]], jnp.int32),
+        chunk_params = params if param_index is None else jax.tree_util.tree_map(
+            lambda x: jnp.asarray(x[param_index[sel]]), params)
+        args = (root_key, chunk_params, model, g0, jnp.asarray(ids[task_index[sel]], jnp.int32),
                 jnp.asarray(seed_of[sel], jnp.int32))
         if flags is not None:
             args += (jax.tree_util.tree_map(lambda x: jnp.asarray(x[sel]), flags),)
@@ -179,6 +185,64 @@ def _resolve(method) -> MethodConfig:
         raise ValueError(f"{method.name} is a parametric planner; run it with "
                          "bsjax.gilp.planners.parametric")
     return method
+
+
+def stack_params(params_sets: Sequence[SimParams]) -> SimParams:
+    """`[P]` float32 leaves from P parameter sets (a sweep's argument to `_chunked`)."""
+    return jax.tree_util.tree_map(lambda *xs: np.asarray(xs, np.float32), *params_sets)
+
+
+def _sweep_records(fn, root_key, params_sets, model, graphs, ids, task_index, seed_of, flags,
+                   episode_chunk):
+    """Records of the episodes under every parameter set, set-major (`[P·E, B_MAX, ...]`), and
+    the chunk seconds. One set runs with scalar parameters (the single-run program)."""
+    if len(params_sets) == 1:
+        return _chunked(fn, root_key, params_sets[0], model, graphs, ids, task_index, seed_of,
+                        flags, episode_chunk)
+    count, per_set = len(params_sets), len(task_index)
+    if flags is not None:
+        flags = jax.tree_util.tree_map(lambda x: np.tile(np.asarray(x), (count,) + (1,) * (
+            np.ndim(x) - 1)), flags)
+    return _chunked(fn, root_key, stack_params(params_sets), model, graphs, ids,
+                    np.tile(task_index, count), np.tile(seed_of, count), flags, episode_chunk,
+                    param_index=np.repeat(np.arange(count), per_set))
+
+
+def _params_sets(params) -> list[SimParams]:
+    if params is None:
+        return [SimParams()]
+    sets = [params] if isinstance(params, SimParams) else list(params)
+    if not sets:
+        raise ValueError("no parameter sets to run")
+    return sets
+
+
+def _split_runs(method: MethodConfig, bench: Bench, graphs, ids, task_index, seed_of, records,
+                count: int, seconds: float, chunk_seconds=()) -> list[SimRun]:
+    """`count` consecutive equal blocks of `records` as one `SimRun` each."""
+    per = len(task_index)
+    return [SimRun(method=method.name, bench=bench.name, kind=method.kind,
+                   task=ids[task_index].astype(np.int64), task_index=task_index, seed=seed_of,
+                   H=np.asarray(graphs.horizon)[task_index].astype(np.int64),
+                   records=jax.tree_util.tree_map(lambda x: x[i * per:(i + 1) * per], records),
+                   seconds=seconds, chunk_seconds=tuple(chunk_seconds))
+            for i in range(count)]
+
+
+def _run_static(method: MethodConfig, bench: Bench, model, tasks, seeds, root_key, params_sets,
+                cfg, task_ids, episode_chunk, compact) -> list[SimRun]:
+    """One method compiled alone, under each parameter set: one `SimRun` per set."""
+    if method.uses_backbone and model is None:
+        raise ValueError(f"{method.name} needs a backbone model")
+    graphs, ids, task_index, seed_of = _episodes(tasks, seeds, task_ids)
+    fn = episode_fn(method, bench, cfg, slot_cut(bench, graphs, compact))
+    model = model if method.uses_backbone else None
+    start = time.perf_counter()
+    records, chunk_seconds = _sweep_records(fn, root_key, params_sets, model, graphs, ids,
+                                            task_index, seed_of, None, episode_chunk)
+    return _split_runs(method, bench, graphs, ids, task_index, seed_of, records,
+                       len(params_sets), (time.perf_counter() - start) / len(params_sets),
+                       chunk_seconds)
 
 
 def run_simulated(method_name: str | MethodConfig, bench: Bench, model, tasks, seeds: Sequence[int],
@@ -205,20 +269,8 @@ def run_simulated(method_name: str | MethodConfig, bench: Bench, model, tasks, s
     Returns:
       `SimRun` with host records `[E, B_MAX, ...]`, E = T·len(seeds).
     """
-    method = _resolve(method_name)
-    if method.uses_backbone and model is None:
-        raise ValueError(f"{method.name} needs a backbone model")
-    params = SimParams() if params is None else params
-    graphs, ids, task_index, seed_of = _episodes(tasks, seeds, task_ids)
-    fn = episode_fn(method, bench, cfg, slot_cut(bench, graphs, compact))
-    model = model if method.uses_backbone else None
-    start = time.perf_counter()
-    records, chunk_seconds = _chunked(fn, root_key, params, model, graphs, ids, task_index,
-                                      seed_of, None, episode_chunk)
-    return SimRun(method=method.name, bench=bench.name, kind=method.kind,
-                  task=ids[task_index].astype(np.int64), task_index=task_index, seed=seed_of,
-                  H=np.asarray(graphs.horizon)[task_index].astype(np.int64), records=records,
-                  seconds=time.perf_counter() - start, chunk_seconds=tuple(chunk_seconds))
+    return _run_static(_resolve(method_name), bench, model, tasks, seeds, root_key,
+                       _params_sets(params), cfg, task_ids, episode_chunk, compact)[0]
 
 
 def run_simulated_many(methods: Sequence[str | MethodConfig], bench: Bench, model, tasks,
@@ -238,38 +290,62 @@ def run_simulated_many(methods: Sequence[str | MethodConfig], bench: Bench, mode
     Returns:
       one `SimRun` per method, in the order given.
     """
+    return run_simulated_sweep(methods, bench, model, tasks, seeds, root_key,
+                               _params_sets(params), cfg, task_ids, episode_chunk, compact)[0]
+
+
+def run_simulated_sweep(methods: Sequence[str | MethodConfig], bench: Bench, model, tasks,
+                        seeds: Sequence[int], root_key: jax.Array,
+                        params_sets: Sequence[SimParams], cfg: C.GilpConfig = C.GilpConfig(),
+                        task_ids: Sequence[int] | None = None, episode_chunk: int | None = None,
+                        compact: bool = True) -> list[list[SimRun]]:
+    """`run_simulated_many` under each of several parameter sets, batched: the episodes of
+    every set run in the same compiled calls (each episode carries its own parameters, and
+    every set sees the same common random numbers), so a calibration's Sobol points cost one
+    wide batch instead of P narrow ones. Records equal separate runs set by set.
+
+    Returns:
+      `runs[p][m]`: the `SimRun` of method m under parameter set p.
+    """
     resolved = [_resolve(m) for m in methods]
     if not resolved:
         raise ValueError("no methods to run")
     if any(m.uses_backbone for m in resolved) and model is None:
         raise ValueError("a backbone model is needed for " + ", ".join(
             m.name for m in resolved if m.uses_backbone))
+    params_sets = _params_sets(params_sets)
+    count = len(params_sets)
     llm = [m for m in resolved if m.llm]
+    runs: dict[str, list[SimRun]] = {}
     if model is None or len(llm) < 2:  # nothing to share: the per-method compile is smaller
-        return [run_simulated(m, bench, model, tasks, seeds, root_key, params, cfg, task_ids,
-                              episode_chunk, compact) for m in resolved]
-    params = SimParams() if params is None else params
+        for m in resolved:
+            # The Oracle ignores the agent's parameters: run it once for every set.
+            sets = params_sets if m.llm else params_sets[:1]
+            per_set = _run_static(m, bench, model, tasks, seeds, root_key, sets, cfg, task_ids,
+                                  episode_chunk, compact)
+            runs[m.name] = per_set if m.llm else per_set * count
+        return [[runs[m.name][p] for m in resolved] for p in range(count)]
     graphs, ids, task_index, seed_of = _episodes(tasks, seeds, task_ids)
-    per_method = len(task_index)
     flags = stack_flags(llm)
-    which = np.repeat(np.arange(len(llm)), per_method)
+    which = np.repeat(np.arange(len(llm)), len(task_index))
     episode_flags = jax.tree_util.tree_map(lambda x: x[which], flags)
     start = time.perf_counter()
     fn = episode_fn(None, bench, cfg, slot_cut(bench, graphs, compact))
-    records, _ = _chunked(fn, root_key, params, model, graphs, ids,
-                          np.tile(task_index, len(llm)), np.tile(seed_of, len(llm)),
-                          episode_flags, episode_chunk)
-    seconds = (time.perf_counter() - start) / len(llm)
-    runs = {}
+    records, _ = _sweep_records(fn, root_key, params_sets, model, graphs, ids,
+                                np.tile(task_index, len(llm)), np.tile(seed_of, len(llm)),
+                                episode_flags, episode_chunk)
+    seconds = (time.perf_counter() - start) / (len(llm) * count)
+    # Set-major, then method-major: block (p, i) is method i under parameter set p.
+    blocks = _split_runs(llm[0], bench, graphs, ids, task_index, seed_of, records,
+                         count * len(llm), seconds)
     for i, m in enumerate(llm):
-        part = jax.tree_util.tree_map(lambda x: x[i * per_method:(i + 1) * per_method], records)
-        runs[m.name] = SimRun(method=m.name, bench=bench.name, kind=m.kind,
-                              task=ids[task_index].astype(np.int64), task_index=task_index,
-                              seed=seed_of, H=np.asarray(graphs.horizon)[task_index].astype(
-                                  np.int64), records=part, seconds=seconds)
-    return [runs[m.name] if m.llm else run_simulated(m, bench, None, tasks, seeds, root_key,
-                                                     params, cfg, task_ids, episode_chunk, compact)
-            for m in resolved]
+        runs[m.name] = [blocks[p * len(llm) + i]._replace(method=m.name, kind=m.kind)
+                        for p in range(count)]
+    for m in resolved:
+        if not m.llm:
+            runs[m.name] = _run_static(m, bench, None, tasks, seeds, root_key, params_sets[:1],
+                                       cfg, task_ids, episode_chunk, compact) * count
+    return [[runs[m.name][p] for m in resolved] for p in range(count)]
 
 
 # ---------------------------------------------------------------------------------------------
