@@ -449,7 +449,8 @@ def test_smoke_every_benchmark(bench_name):
 
 def test_traced_flags_and_slot_cuts_give_the_per_method_events():
     """One compiled simulator for several methods (traced flags), with the slot cut, plays the
-    same events as a method's own compile on full-size slots."""
+    same events as a method's own compile on full-size slots; a sweep of parameter sets through
+    it plays each set's run_simulated_many records."""
     model = make_backbone("MPNN", jax.random.key(0))
     root = jax.random.key(5)
     many = sim_run.run_simulated_many(["Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1), root,
@@ -460,3 +461,59 @@ def test_traced_flags_and_slot_cuts_give_the_per_method_events():
     assert [r.method for r in many] == ["Hybrid-Full", "GILP"]
     assert sim_run.records_to_events(many[1]) == sim_run.records_to_events(alone)
     assert sim_run.records_to_events(many[0]) != sim_run.records_to_events(alone)
+    # A sweep over parameter sets (per-episode SimParams, one compile) equals run_simulated_many
+    # under each set. This reuses the traced-flags compile above for the references; a chunk of
+    # 32 runs the 3 x 16 episodes in two calls, the last one padded.
+    sweep = sim_run.run_simulated_sweep(["Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1),
+                                        root, SWEEP_SETS, CFG, episode_chunk=32)
+    assert len(sweep) == len(SWEEP_SETS)
+    for p, params in enumerate(SWEEP_SETS):
+        reference = many if p == 0 else sim_run.run_simulated_many(
+            ["Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1), root, params, CFG)
+        for got, want in zip(sweep[p], reference, strict=True):
+            _assert_same_run(got, want, f"set {p}")
+    _assert_sets_differ([runs[1] for runs in sweep])
+
+
+# --- parameter sweeps: every set in the same compiled calls, equal to separate runs -----------
+
+SWEEP_SETS = (sim_params.SimParams(),
+              sim_params.default_params(h0=0.4, c_tg=0.7, eta_ground=0.9),
+              sim_params.default_params(q_rec=0.0, t_slip=1.5, h2=0.2, kappa_delta=0.9))
+
+
+def _assert_same_run(got: sim_run.SimRun, want: sim_run.SimRun, what: str) -> None:
+    assert (got.method, got.bench, got.kind) == (want.method, want.bench, want.kind), what
+    for name in ("task", "task_index", "seed", "H"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=what)
+    assert got.records.active.shape == want.records.active.shape, what
+    for name in sim_agent.StepRecord._fields:
+        a, b = getattr(got.records, name), getattr(want.records, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), \
+            f"{what} ({got.method}): StepRecord.{name} differs"
+
+
+def _assert_sets_differ(runs: list[sim_run.SimRun]) -> None:
+    """The sets play different episodes, so a set matched with another's records would fail."""
+    for i in range(len(runs)):
+        for j in range(i + 1, len(runs)):
+            assert not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(
+                jax.tree_util.tree_leaves(runs[i].records),
+                jax.tree_util.tree_leaves(runs[j].records))), (i, j)
+
+
+def test_sweep_equals_separate_runs_set_by_set():
+    """run_simulated_sweep (Agent-Replan compiled alone, the Oracle run once for all sets) gives
+    each set the records of its own run_simulated call, bit for bit. A chunk of 8 splits the
+    3 x 6 episodes across set boundaries (and pads the last chunk)."""
+    tasks = _tasks("taskgraph", 3)
+    root = jax.random.key(0)
+    sweep = sim_run.run_simulated_sweep(["Agent-Replan", "Oracle"], TG, None, tasks, (0, 1), root,
+                                        SWEEP_SETS, CFG, episode_chunk=8)
+    assert len(sweep) == len(SWEEP_SETS)
+    assert all([r.method for r in runs] == ["Agent-Replan", "Oracle"] for runs in sweep)
+    for p, params in enumerate(SWEEP_SETS):
+        for runs_index, name in enumerate(("Agent-Replan", "Oracle")):
+            alone = sim_run.run_simulated(name, TG, None, tasks, (0, 1), root, params, CFG)
+            _assert_same_run(sweep[p][runs_index], alone, f"set {p}")
+    _assert_sets_differ([runs[0] for runs in sweep])
