@@ -197,8 +197,6 @@ def test_journal_replays_an_interrupted_calibration(tmp_path):
     assert cal.Journal(path, {"run": 1}).values == {}
 
 
-@pytest.mark.xfail(strict=True, reason="Journal.add appends after a cut last line without first "
-                   "ending it: the re-computed evaluation is glued to the cut line and lost again")
 def test_journal_keeps_the_evaluation_that_replaced_a_cut_line(tmp_path):
     path = tmp_path / "evals.jsonl"
     journal = cal.Journal(path, {"run": 1})

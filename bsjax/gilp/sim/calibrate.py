@@ -105,7 +105,7 @@ BUDGETS = {
     # What one GPU fits in about twenty minutes (two sittings; the journal resumes): the whole
     # val split with two seeds, 128 Sobol points + 100 Nelder-Mead steps for stage 1, a smaller
     # search for the five-method stage 2.
-    "gpu": CalibrationBudget("gpu", tasks=100, seeds=2, sobol1=128, nm1=100, sobol2=24, nm2=24,
+    "gpu": CalibrationBudget("gpu", tasks=100, seeds=2, sobol1=128, nm1=100, sobol2=8, nm2=16,
                              ood_tasks=40, batch=32),
     "paper": CalibrationBudget("paper", tasks=100, seeds=8, sobol1=256, nm1=200, sobol2=64,
                                nm2=200, ood_tasks=40, batch=32),
@@ -257,9 +257,13 @@ class Journal:
         self.path, self.values = path, {}
         if path is None:
             return
-        lines = path.read_text().splitlines() if path.is_file() else []
+        text = path.read_text() if path.is_file() else ""
+        lines = text.splitlines()
         head = json.dumps({"fingerprint": fingerprint}, sort_keys=True)
         if lines and lines[0] == head:
+            if not text.endswith("\n"):  # a cut last line: start the next entry on its own
+                with path.open("a") as f:
+                    f.write("\n")
             for line in lines[1:]:
                 try:
                     row = json.loads(line)
@@ -445,8 +449,11 @@ def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
     log(f"token model: R² {tokens['r2']:.4f} on {tokens['prompts']} prompts")
     params = SimParams().replace(**tokens["coefs"])
 
+    # What an evaluation depends on (not the search sizes: a re-run with a longer or shorter
+    # search replays whatever points the two share).
     journal = Journal(Path(out) / JOURNAL_FILE, {
-        "budget": dataclasses.asdict(budget), "benchmarks": list(benches), "backbone": backbone,
+        "tasks": budget.tasks, "seeds": budget.seeds, "token_prompts": budget.token_prompts,
+        "benchmarks": list(benches), "backbone": backbone,
         "profile": profile, "run_seed": run_seed, "cfg": repr(cfg), "objective": OBJECTIVE})
     targets1 = drop_empty_buckets(TG.agent_targets(), horizons)
     stage1 = fit_stage(1, stage_objective(dataclasses.replace(setup, models={}),
