@@ -329,3 +329,25 @@ def test_from_real_refits_stage_one_to_measured_episodes(tmp_path):
     assert not (out / cal.PARAMS_FILE).exists()
     assert doc["meta"]["stage1"]["objective"] <= doc["meta"]["stage1"]["start_objective"]
     assert {r["note"] for r in doc["rows"] if r["weight"] > 0} == {"measured"}
+
+
+@pytest.mark.slow
+def test_calibrate_end_to_end_keeps_agent_rows_in_stage_two_and_resumes(tmp_path):
+    from bsjax.gilp.backbones import make_backbone
+    budget = cal.CalibrationBudget("tiny", tasks=2, seeds=1, sobol1=1, nm1=1, sobol2=1, nm2=1,
+                                   token_prompts=200, batch=4)
+    models = {"taskgraph": make_backbone("MPNN", jax.random.key(0))}
+    kwargs = dict(work=tmp_path / "w", benches=["taskgraph"], budget=budget, models=models,
+                  cfg=CFG)
+    doc = cal.calibrate(out=tmp_path / "out", **kwargs)
+    stage2 = [r for r in doc["rows"] if r["stage"] == 2]
+    # π is fitted in stage 2 and shared with Agent-Replan: its rows are in stage 2's objective.
+    assert {r["method"] for r in stage2} == {"Agent-Replan", *TG.HYBRIDS}
+    assert {"sr", "hsr", "iar"} <= {r["metric"] for r in stage2 if r["method"] == "Agent-Replan"}
+    journal = (tmp_path / "out" / cal.JOURNAL_FILE).read_text().splitlines()
+    assert len(journal) == 1 + doc["meta"]["stage1"]["evaluations"] + doc["meta"]["stage2"][
+        "evaluations"]
+    # A re-run replays every evaluation: same parameters, nothing appended.
+    again = cal.calibrate(out=tmp_path / "out", **kwargs)
+    assert again["params"] == doc["params"]
+    assert (tmp_path / "out" / cal.JOURNAL_FILE).read_text().splitlines() == journal

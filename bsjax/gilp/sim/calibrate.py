@@ -4,8 +4,9 @@
 - Token model: least squares on prompts rendered with the real templates (`token_model`).
 - Stage 1: `{c_tg, t_slip, h0, h1, h2, q_fb, q_rec}` on Agent-Replan (val split).
 - Stage 2: `{kappa_delta, eta_ground, kappa_rec, eta_val, eta_risk, eta_value, eta_in, pi_we,
-  pi_dep}` on the five Hybrid variants (one `run_simulated_many` call per benchmark), stage 1
-  frozen; π_fc and π_val are rescaled so π sums to 1.
+  pi_dep}` on the five Hybrid variants (one `run_simulated_sweep` call per benchmark), stage 1
+  frozen; π_fc and π_val are rescaled so π sums to 1. Agent-Replan's stage-1 rows stay in the
+  objective because π is shared with it.
 - Stage 3: GILP and its ablations as predictions (no free parameters), with the bands.
 
 Each fitted stage is a Sobol search followed by Nelder–Mead in logit coordinates (parameters stay
@@ -38,13 +39,14 @@ LOCAL_RESIDUALS_FILE = "CALIBRATION_RESIDUALS.local.md"
 # Every evaluation's objective, appended as it is computed: an interrupted calibration re-run
 # with the same settings replays them instead of simulating again (the search is deterministic).
 JOURNAL_FILE = "calibration_evals.jsonl"
-OBJECTIVE = "weighted squared band-scaled residuals (targets.evaluate), v2"
+OBJECTIVE = "weighted squared band-scaled residuals (targets.evaluate); stage 2 + agent rows, v3"
 # (name, lo, hi): the box each fitted parameter stays in.
 STAGE1_SPACE = (("c_tg", 0.5, 1.0), ("t_slip", 0.02, 2.0), ("h0", 0.0, 0.6), ("h1", 0.0, 0.6),
                 ("h2", 0.0, 0.3), ("q_fb", 0.0, 1.0), ("q_rec", 0.0, 1.0))
 STAGE2_SPACE = (("kappa_delta", 0.0, 1.0), ("eta_ground", 0.0, 1.0), ("kappa_rec", 0.0, 1.0),
                 ("eta_val", 0.0, 1.0), ("eta_risk", 0.0, 1.0), ("eta_value", 0.0, 1.0),
                 ("eta_in", 0.0, 1.0), ("pi_we", 0.0, 0.8), ("pi_dep", 0.0, 0.8))
+STAGE2_METHODS = ("Agent-Replan", *TG.HYBRIDS)
 STAGE3_METHODS = ("Agent-Replan", "Hybrid-Full", *TG.GILPS)
 Log = Callable[[str], None]
 
@@ -362,6 +364,11 @@ def fit_stage(stage: int, objective, base: SimParams, space, sobol: int, nm_eval
                        summaries=summaries)
 
 
+def stage2_targets(agent_rows: list[TG.Target]) -> list[TG.Target]:
+    """Stage 2's rows: the Hybrid targets plus Agent-Replan's stage-1 rows (as stage 2)."""
+    return TG.hybrid_targets() + [t._replace(stage=2) for t in agent_rows]
+
+
 def drop_empty_buckets(targets: list[TG.Target], horizons: np.ndarray) -> list[TG.Target]:
     """Bucket-SR rows whose bucket holds none of the tasks get weight 0 (reported as n/a):
     the val split's ID horizons never exceed 10, so SR(H>10) cannot be fitted on it."""
@@ -461,9 +468,12 @@ def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
                        params, STAGE1_SPACE, budget.sobol1, budget.nm1, log=log,
                        batch=budget.batch, journal=journal)
     params = with_values(params, stage1.values)
-    stage2 = fit_stage(2, stage_objective(setup, TG.HYBRIDS, TG.hybrid_targets()), params,
-                       STAGE2_SPACE, budget.sobol2, budget.nm2, log=log, batch=budget.batch,
-                       journal=journal)
+    # Stage 2 fits the hallucination type mix π, which Agent-Replan shares: its stage-1 rows
+    # stay in the objective so that π cannot move it out of its bands (bsjax choice; without
+    # them a GPU fit left Agent-Replan's re-checked SR 0.007 over its band).
+    stage2 = fit_stage(2, stage_objective(setup, STAGE2_METHODS, stage2_targets(targets1)),
+                       params, STAGE2_SPACE, budget.sobol2, budget.nm2, log=log,
+                       batch=budget.batch, journal=journal)
     params = with_values(params, stage2.values)
 
     log("stage 3: GILP and its ablations (predictions)")
@@ -536,4 +546,5 @@ def calibrate_from_real(work: str | Path, out: str | Path, run_dir: str | Path,
 
 __all__ = ["BUDGETS", "CalibrationBudget", "Journal", "SimSetup", "StageObjective",
            "StageResult", "calibrate", "calibrate_from_real", "fit_stage", "fit_tokens",
+           "stage2_targets",
            "get_budget", "simulate", "simulate_sweep", "stage_objective", "with_values"]
