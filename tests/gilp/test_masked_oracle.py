@@ -84,7 +84,11 @@ def _walk_states(bench, tasks, steps, key):
     return jax.tree_util.tree_map(lambda x: x.reshape((-1,) + x.shape[2:]), states)
 
 
-@pytest.mark.parametrize("name", C.BENCHMARKS)
+# TaskGraph and RepairFlow (hidden fields, the observed view differs) run by default; the other
+# two compile as long and run under -m slow.
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow)
+                                  if name in ("toolchain", "resourcealloc") else name
+                                  for name in C.BENCHMARKS])
 def test_masked_oracle_and_values_equal_the_direct_definitions(name):
     bench = registry.get(name)
     tasks, _ = generate.generate_split(name, "test_ood", 2)
