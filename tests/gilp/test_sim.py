@@ -449,8 +449,7 @@ def test_smoke_every_benchmark(bench_name):
 
 def test_traced_flags_and_slot_cuts_give_the_per_method_events():
     """One compiled simulator for several methods (traced flags), with the slot cut, plays the
-    same events as a method's own compile on full-size slots; a sweep of parameter sets through
-    it plays each set's run_simulated_many records."""
+    same events as a method's own compile on full-size slots."""
     model = make_backbone("MPNN", jax.random.key(0))
     root = jax.random.key(5)
     many = sim_run.run_simulated_many(["Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1), root,
@@ -461,9 +460,19 @@ def test_traced_flags_and_slot_cuts_give_the_per_method_events():
     assert [r.method for r in many] == ["Hybrid-Full", "GILP"]
     assert sim_run.records_to_events(many[1]) == sim_run.records_to_events(alone)
     assert sim_run.records_to_events(many[0]) != sim_run.records_to_events(alone)
-    # A sweep over parameter sets (per-episode SimParams, one compile) equals run_simulated_many
-    # under each set. This reuses the traced-flags compile above for the references; a chunk of
-    # 32 runs the 3 x 16 episodes in two calls, the last one padded.
+
+
+# The static-path sweep below runs by default; this traced-flags one compiles the MPNN
+# simulator twice more and runs under -m slow.
+@pytest.mark.slow
+def test_traced_flags_sweep_equals_run_simulated_many_per_set():
+    """A sweep over parameter sets (per-episode SimParams, one compile) equals
+    run_simulated_many under each set; a chunk of 32 runs the 3 x 16 episodes in two calls, the
+    last one padded."""
+    model = make_backbone("MPNN", jax.random.key(0))
+    root = jax.random.key(5)
+    many = sim_run.run_simulated_many(["Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1), root,
+                                      cfg=CFG)
     sweep = sim_run.run_simulated_sweep(["Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1),
                                         root, SWEEP_SETS, CFG, episode_chunk=32)
     assert len(sweep) == len(SWEEP_SETS)
