@@ -50,7 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--markdown", action="store_true", help="print the Markdown table at the end")
     args = p.parse_args(argv)
     args.what = [w for w in args.what.split(",") if w]
-    if not set(args.what) <= {"train", "sim"}:
+    if not args.what or not set(args.what) <= {"train", "sim"}:
         p.error(f"--what takes train and/or sim (got {','.join(args.what)})")
     args.bench = list(C.BENCHMARKS) if args.bench == "all" else args.bench.split(",")
     unknown = [b for b in args.bench if b not in C.BENCHMARKS]

@@ -351,3 +351,10 @@ def test_calibrate_end_to_end_keeps_agent_rows_in_stage_two_and_resumes(tmp_path
     again = cal.calibrate(out=tmp_path / "out", **kwargs)
     assert again["params"] == doc["params"]
     assert (tmp_path / "out" / cal.JOURNAL_FILE).read_text().splitlines() == journal
+
+
+def test_model_digest_tells_retrained_backbones_apart():
+    from bsjax.gilp.backbones import make_backbone
+    first = cal.model_digest(make_backbone("MLP", jax.random.key(0)))
+    assert first == cal.model_digest(make_backbone("MLP", jax.random.key(0)))
+    assert first != cal.model_digest(make_backbone("MLP", jax.random.key(1)))

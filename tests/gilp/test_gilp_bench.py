@@ -36,7 +36,7 @@ def test_training_row_and_markdown(tmp_path, capsys):
     assert "| cpu | toolchain | MLP |" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv", [["--what", "everything"], ["--bench", "chess"],
+@pytest.mark.parametrize("argv", [["--what", "everything"], ["--what", ","], ["--bench", "chess"],
                                   ["--backbones", "transformer"], ["--profile", "huge"],
                                   ["--tasks", "0"]])
 def test_bad_input_exits_2_and_measures_nothing(tmp_path, argv):

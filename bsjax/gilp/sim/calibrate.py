@@ -248,6 +248,17 @@ def stage_objective(setup: SimSetup, methods: Sequence[str],
     return StageObjective(setup, methods, targets)
 
 
+def model_digest(model) -> str:
+    """SHA-256 of a backbone's array leaves: a retrained checkpoint is a different journal."""
+    import hashlib
+
+    import equinox as eqx
+    digest = hashlib.sha256()
+    for leaf in jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_array)):
+        digest.update(np.ascontiguousarray(np.asarray(leaf)).tobytes())
+    return digest.hexdigest()
+
+
 class Journal:
     """Objective values by parameter set, appended to a JSONL file as they are computed.
 
@@ -357,6 +368,9 @@ def fit_stage(stage: int, objective, base: SimParams, space, sobol: int, nm_eval
                           "fatol": 1e-7})
     if best["detail"] is None:  # the best point was replayed from the journal: its rows
         best["detail"] = objective(with_values(base, best["values"]))
+        if abs(float(best["detail"][0]) - best["objective"]) > 1e-9 * max(1.0, best["objective"]):
+            log(f"stage {stage}: warning: the journal's best objective {best['objective']:.5f} "
+                f"re-evaluates to {float(best['detail'][0]):.5f} (was the code changed?)")
     _, rows, summaries = best["detail"]
     return StageResult(values=best["values"], objective=best["objective"],
                        start_objective=start_objective, rows=rows,
@@ -461,6 +475,7 @@ def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
     journal = Journal(Path(out) / JOURNAL_FILE, {
         "tasks": budget.tasks, "seeds": budget.seeds, "token_prompts": budget.token_prompts,
         "benchmarks": list(benches), "backbone": backbone,
+        "models": {b: model_digest(m) for b, m in sorted(dict(models).items())},
         "profile": profile, "run_seed": run_seed, "cfg": repr(cfg), "objective": OBJECTIVE})
     targets1 = drop_empty_buckets(TG.agent_targets(), horizons)
     stage1 = fit_stage(1, stage_objective(dataclasses.replace(setup, models={}),
