@@ -82,7 +82,11 @@ def _print(doc: dict, params_file: Path, as_json: bool) -> None:
         return
     for name, value in objectives.items():
         print(f"{name}: objective {value:.5f}")
-    bands = [r for r in doc["rows"] + doc["band_recheck"] if r["pass"] is not None]
+    # One verdict per (method, metric): the latest check wins (stage 2 re-fits Agent-Replan's
+    # rows, and the stage-3 re-check holds every fitted band at the final parameters).
+    latest = {(r["method"], r["metric"]): r for r in doc["rows"] + doc["band_recheck"]
+              if r["pass"] is not None}
+    bands = list(latest.values())
     failed = [f"{r['method']} {r['metric']}" for r in bands if not r["pass"]]
     print(f"bands: {len(bands) - len(failed)}/{len(bands)} pass"
           + (f" (failed: {'; '.join(failed)})" if failed else ""))

@@ -358,3 +358,15 @@ def test_model_digest_tells_retrained_backbones_apart():
     first = cal.model_digest(make_backbone("MLP", jax.random.key(0)))
     assert first == cal.model_digest(make_backbone("MLP", jax.random.key(0)))
     assert first != cal.model_digest(make_backbone("MLP", jax.random.key(1)))
+
+
+def test_cli_summary_gives_one_verdict_per_band_the_latest(capsys, tmp_path):
+    from bsjax.gilp.cli_calibrate import _print
+
+    def row(stage, metric, ok):
+        return {"stage": stage, "method": "Agent-Replan", "metric": metric, "pass": ok}
+    doc = {"meta": {"stage1": {"objective": 1.0}, "seconds": 1.0},
+           "rows": [row(1, "sr", False), row(1, "hsr", True), row(1, "pd", None)],
+           "band_recheck": [row(3, "sr", True), row(3, "hsr", False)]}
+    _print(doc, tmp_path / "p.json", as_json=False)
+    assert "bands: 1/2 pass (failed: Agent-Replan hsr)" in capsys.readouterr().out
