@@ -334,19 +334,21 @@ def fit_stage(stage: int, objective, base: SimParams, space, sobol: int, nm_eval
             f"(best {best['objective']:.5f})")
 
     def evaluate_many(points: list[dict]) -> None:
-        fresh = []
+        fresh: dict[tuple, tuple[dict, SimParams]] = {}  # in order, each point once
         for values in points:
-            if key(values) in cache:
+            if key(values) in cache or key(values) in fresh:
                 continue
-            known = journal.get(stage, with_values(base, values))
+            params = with_values(base, values)
+            known = journal.get(stage, params)
             if known is not None:
                 record(values, known)
-            elif all(key(values) != key(f) for f in fresh):
-                fresh.append(values)
-        for lo in range(0, len(fresh), max(1, batch)):
-            part = fresh[lo:lo + max(1, batch)]
-            for values, result in zip(part, many([with_values(base, v) for v in part])):
-                journal.add(stage, with_values(base, values), float(result[0]))
+            else:
+                fresh[key(values)] = (values, params)
+        todo = list(fresh.values())
+        for lo in range(0, len(todo), max(1, batch)):
+            part = todo[lo:lo + max(1, batch)]
+            for (values, params), result in zip(part, many([p for _, p in part])):
+                journal.add(stage, params, float(result[0]))
                 record(values, float(result[0]), result)
 
     def evaluate(values: dict[str, float]) -> float:
@@ -561,5 +563,5 @@ def calibrate_from_real(work: str | Path, out: str | Path, run_dir: str | Path,
 
 __all__ = ["BUDGETS", "CalibrationBudget", "Journal", "SimSetup", "StageObjective",
            "StageResult", "calibrate", "calibrate_from_real", "fit_stage", "fit_tokens",
-           "stage2_targets",
-           "get_budget", "simulate", "simulate_sweep", "stage_objective", "with_values"]
+           "get_budget", "model_digest", "simulate", "simulate_sweep", "stage2_targets",
+           "stage_objective", "with_values"]

@@ -154,6 +154,12 @@ def _episodes(tasks, seeds: Sequence[int], task_ids: Sequence[int] | None):
     return graphs, ids, np.repeat(np.arange(n_tasks), len(seeds)), np.tile(seeds, n_tasks)
 
 
+@jax.jit
+def _take(tree, index: jax.Array):
+    """Rows `index` of every leaf of `tree` (one dispatch for a whole pytree)."""
+    return jax.tree_util.tree_map(lambda x: x[index], tree)
+
+
 def _chunked(fn, root_key, params, model, graphs, ids, task_index, seed_of, flags,
              episode_chunk: int | None, param_index: np.ndarray | None = None):
     """Run `fn` over the episodes in fixed-size chunks (the last one padded by repeating its
@@ -162,16 +168,23 @@ def _chunked(fn, root_key, params, model, graphs, ids, task_index, seed_of, flag
     total = len(task_index)
     chunk = chunk_size(total, episode_chunk)
     parts, chunk_seconds = [], []
+    # Per-episode tables go to the device once; each chunk then sends one index vector and
+    # gathers in one dispatch, instead of one transfer per leaf per chunk.
+    if param_index is not None:
+        params = jax.device_put(params)
+        param_index = jax.device_put(np.asarray(param_index, np.int32))
+    if flags is not None:
+        flags = jax.device_put(flags)
     for lo in range(0, total, chunk):
         tick = time.perf_counter()
         sel = np.arange(lo, lo + chunk).clip(max=total - 1)
         g0 = jax.tree_util.tree_map(lambda x: x[task_index[sel]], graphs)
-        chunk_params = params if param_index is None else jax.tree_util.tree_map(
-            lambda x: jnp.asarray(x[param_index[sel]]), params)
+        device_sel = jnp.asarray(sel, jnp.int32)
+        chunk_params = params if param_index is None else _take(params, param_index[device_sel])
         args = (root_key, chunk_params, model, g0, jnp.asarray(ids[task_index[sel]], jnp.int32),
                 jnp.asarray(seed_of[sel], jnp.int32))
         if flags is not None:
-            args += (jax.tree_util.tree_map(lambda x: jnp.asarray(x[sel]), flags),)
+            args += (_take(flags, device_sel),)
         _, rec = fn(*args)
         keep = min(chunk, total - lo)
         parts.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[:keep], jax.device_get(rec)))
