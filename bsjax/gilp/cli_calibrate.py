@@ -27,6 +27,26 @@ def _budget(profile: str, evals: int | None):
     return budget
 
 
+def _stages(text: str) -> tuple[int, ...]:
+    try:
+        stages = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError:
+        stages = ()
+    if not stages or not set(stages) <= {1, 2}:
+        raise UsageError(f"--stages takes 1, 2 or 1,2 (got {text!r})")
+    return stages
+
+
+def _initial(path: str | None):
+    if path is None:
+        return None
+    from bsjax.gilp.sim.params import load_params
+    try:
+        return load_params(path)
+    except (OSError, ValueError, TypeError) as err:
+        raise UsageError(f"--start: {err}") from None
+
+
 def cmd_calibrate(args) -> int:
     """Run the calibration (or, with --from-real, the stage-1 refit to a real run)."""
     from bsjax.gilp import pipeline
@@ -40,6 +60,10 @@ def cmd_calibrate(args) -> int:
     work = Path(args.work)
     out = Path(args.out) if args.out else work / "calibration"
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    stages = _stages(args.stages)
+    initial = _initial(args.start)
+    if args.from_real and (initial is not None or stages != (1, 2)):
+        raise UsageError("--start and --stages do not apply to --from-real (it refits stage 1)")
     if args.from_real:
         run = Path(args.from_real)
         if not (run / "events.jsonl").is_file():
@@ -63,7 +87,7 @@ def cmd_calibrate(args) -> int:
         except FileNotFoundError as err:
             raise UsageError(str(err)) from None
         doc = cal.calibrate(work, out, benches, budget, backbone[0], args.profile, models=models,
-                            log=log)
+                            initial=initial, stages=stages, log=log)
         params_file = out / cal.PARAMS_FILE
     _print(doc, params_file, args.json)
     return 0
@@ -109,6 +133,12 @@ def add_calibrate_parser(gsub) -> None:
                      help="refit stage 1 to a real-path run (writes gilp_sim_params.local.json)")
     cal.add_argument("--evals", type=int, default=None,
                      help="evaluations per fitted stage (overrides the profile)")
+    cal.add_argument("--start", default=None, metavar="PARAMS",
+                     help="start the search from this parameter file (default: the spec's initial "
+                          "values)")
+    cal.add_argument("--stages", default="1,2",
+                     help="stages searched: 1,2 (default), 1 or 2; a stage left out keeps the "
+                          "start's values, e.g. --stages 2 --start P refits stage 2 of P")
     cal.add_argument("--json", action="store_true")
     cal.set_defaults(func=cmd_calibrate)
 

@@ -294,13 +294,22 @@ BAD = {
     "bad_backbone": ["--backbone", "Transformer9"],
     "missing_checkpoint": ["--bench", "taskgraph"],
     "from_real_without_events": ["--from-real", "REAL"],
+    "unknown_stage": ["--stages", "3"],
+    "stages_not_numbers": ["--stages", "one"],
+    "missing_start": ["--start", "FILES/none.json"],
+    "malformed_start": ["--start", "FILES/bad.json"],
+    "start_with_from_real": ["--start", "FILES/good.json", "--from-real", "REAL"],
 }
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_bad_input_raises_usage_error_and_writes_nothing(tmp_path, name):
     (tmp_path / "REAL").mkdir()
-    argv = [a.replace("REAL", str(tmp_path / "REAL")) for a in BAD[name]]
+    (tmp_path / "FILES").mkdir()
+    (tmp_path / "FILES" / "bad.json").write_text("[1, 2]")
+    (tmp_path / "FILES" / "good.json").write_text('{"c_tg": 0.8}')
+    argv = [a.replace("REAL", str(tmp_path / "REAL")).replace("FILES", str(tmp_path / "FILES"))
+            for a in BAD[name]]
     out = tmp_path / "out"
     work = tmp_path / "work"
     with pytest.raises(UsageError) as err:
@@ -351,6 +360,11 @@ def test_calibrate_end_to_end_keeps_agent_rows_in_stage_two_and_resumes(tmp_path
     again = cal.calibrate(out=tmp_path / "out", **kwargs)
     assert again["params"] == doc["params"]
     assert (tmp_path / "out" / cal.JOURNAL_FILE).read_text().splitlines() == journal
+    # --stages 2 --start: stage 1 keeps the start's values (one evaluation, for its rows).
+    initial = SimParams(c_tg=0.77, q_rec=0.11)
+    refit = cal.calibrate(out=tmp_path / "refit", initial=initial, stages=(2,), **kwargs)
+    assert refit["meta"]["stage1"]["evaluations"] == 1
+    assert (refit["params"]["c_tg"], refit["params"]["q_rec"]) == (0.77, 0.11)
 
 
 def test_model_digest_tells_retrained_backbones_apart():

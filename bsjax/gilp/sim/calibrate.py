@@ -435,10 +435,16 @@ def _meta(budget: CalibrationBudget, benches, seconds: float, **extra) -> dict:
             "seconds": round(seconds, 2), **extra}
 
 
+def _search(stage: int, stages: Sequence[int], sobol: int, nm: int) -> tuple[int, int]:
+    """(Sobol points, Nelder–Mead evaluations) of a stage: none for a stage not searched."""
+    return (sobol, nm) if stage in stages else (0, 0)
+
+
 def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
               budget: CalibrationBudget, backbone: str = "MPNN", profile: str = "quick",
               models: Mapping | None = None, tokenizer: Callable[[str], float] = TM.char_tokens,
               run_seed: int = 0, cfg: C.GilpConfig = C.GilpConfig(),
+              initial: SimParams | None = None, stages: Sequence[int] = (1, 2),
               log: Log = lambda line: None) -> dict:
     """The full calibration (token model, stages 1-3); writes `gilp_sim_params.json` and
     `CALIBRATION_RESIDUALS.md` under `out` and returns the result document.
@@ -453,10 +459,16 @@ def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
       tokenizer: text -> tokens for the token model (default len/4).
       run_seed: root key of every evaluation (common random numbers).
       cfg: static simulator configuration (value horizon, skeleton size).
+      initial: the search's start point (default: the spec's initial values); its token-model
+        coefficients are replaced by the fresh fit.
+      stages: the stages searched; a stage left out keeps `initial`'s values (it is evaluated once,
+        for its residual rows), e.g. `(2,)` refits the skeleton parameters of an earlier fit.
       log: progress lines.
     """
     from bsjax.gilp import pipeline
     budget.validate()
+    if not stages or not set(stages) <= {1, 2}:
+        raise ValueError(f"stages must be a non-empty subset of 1,2 (got {list(stages)})")
     start = time.perf_counter()
     if models is None:
         prof = pipeline.get_profile(profile)
@@ -470,7 +482,7 @@ def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
     log(f"token model: rendering {budget.token_prompts} prompts")
     tokens = fit_tokens(tasks, budget.token_prompts, tokenizer)
     log(f"token model: R² {tokens['r2']:.4f} on {tokens['prompts']} prompts")
-    params = SimParams().replace(**tokens["coefs"])
+    params = (initial if initial is not None else SimParams()).replace(**tokens["coefs"])
 
     # What an evaluation depends on (not the search sizes: a re-run with a longer or shorter
     # search replays whatever points the two share).
@@ -482,15 +494,15 @@ def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
     targets1 = drop_empty_buckets(TG.agent_targets(), horizons)
     stage1 = fit_stage(1, stage_objective(dataclasses.replace(setup, models={}),
                                           ["Agent-Replan"], targets1),
-                       params, STAGE1_SPACE, budget.sobol1, budget.nm1, log=log,
-                       batch=budget.batch, journal=journal)
+                       params, STAGE1_SPACE, *_search(1, stages, budget.sobol1, budget.nm1),
+                       log=log, batch=budget.batch, journal=journal)
     params = with_values(params, stage1.values)
     # Stage 2 fits the hallucination type mix π, which Agent-Replan shares: its stage-1 rows
     # stay in the objective so that π cannot move it out of its bands (bsjax choice; without
     # them a GPU fit left Agent-Replan's re-checked SR 0.007 over its band).
     stage2 = fit_stage(2, stage_objective(setup, STAGE2_METHODS, stage2_targets(targets1)),
-                       params, STAGE2_SPACE, budget.sobol2, budget.nm2, log=log,
-                       batch=budget.batch, journal=journal)
+                       params, STAGE2_SPACE, *_search(2, stages, budget.sobol2, budget.nm2),
+                       log=log, batch=budget.batch, journal=journal)
     params = with_values(params, stage2.values)
 
     log("stage 3: GILP and its ablations (predictions)")
@@ -504,6 +516,7 @@ def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
     stage3_seconds = time.perf_counter() - t3
     doc = R.document(params, tokens, [stage1, stage2], rows3, recheck, summaries3,
                     _meta(budget, benches, time.perf_counter() - start, backbone=backbone,
+                          stages=list(stages), initial=initial is not None,
                           profile=profile, run_seed=run_seed,
                           ood_evaluated=bool(ood), stage3_seconds=round(stage3_seconds, 2)))
     R.write_outputs(Path(out), doc, PARAMS_FILE, RESIDUALS_FILE)
