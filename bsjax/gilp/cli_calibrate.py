@@ -28,12 +28,14 @@ def _budget(profile: str, evals: int | None):
 
 
 def _stages(text: str) -> tuple[int, ...]:
+    if text.strip() == "none":
+        return ()
     try:
         stages = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
     except ValueError:
         stages = ()
     if not stages or not set(stages) <= {1, 2}:
-        raise UsageError(f"--stages takes 1, 2 or 1,2 (got {text!r})")
+        raise UsageError(f"--stages takes 1,2, 1, 2 or none (got {text!r})")
     return stages
 
 
@@ -137,8 +139,9 @@ def add_calibrate_parser(gsub) -> None:
                      help="start the search from this parameter file (default: the spec's initial "
                           "values)")
     cal.add_argument("--stages", default="1,2",
-                     help="stages searched: 1,2 (default), 1 or 2; a stage left out keeps the "
-                          "start's values, e.g. --stages 2 --start P refits stage 2 of P")
+                     help="stages searched: 1,2 (default), 1, 2 or none; a stage left out keeps "
+                          "the start's values, e.g. --stages 2 --start P refits stage 2 of P and "
+                          "--stages none --start P checks P against the bands")
     cal.add_argument("--json", action="store_true")
     cal.set_defaults(func=cmd_calibrate)
 

@@ -365,6 +365,11 @@ def test_calibrate_end_to_end_keeps_agent_rows_in_stage_two_and_resumes(tmp_path
     refit = cal.calibrate(out=tmp_path / "refit", initial=initial, stages=(2,), **kwargs)
     assert refit["meta"]["stage1"]["evaluations"] == 1
     assert (refit["params"]["c_tg"], refit["params"]["q_rec"]) == (0.77, 0.11)
+    # --stages none: a check of the start point, nothing fitted.
+    check = cal.calibrate(out=tmp_path / "check", initial=initial.replace(eta_in=0.4), stages=(),
+                          **kwargs)
+    assert check["meta"]["stage1"]["evaluations"] == check["meta"]["stage2"]["evaluations"] == 1
+    assert (check["params"]["c_tg"], check["params"]["eta_in"]) == (0.77, 0.4)
 
 
 def test_model_digest_tells_retrained_backbones_apart():
@@ -384,3 +389,12 @@ def test_cli_summary_gives_one_verdict_per_band_the_latest(capsys, tmp_path):
            "band_recheck": [row(3, "sr", True), row(3, "hsr", False)]}
     _print(doc, tmp_path / "p.json", as_json=False)
     assert "bands: 1/2 pass (failed: Agent-Replan hsr)" in capsys.readouterr().out
+
+
+def test_stages_option_parses_subsets_of_one_and_two():
+    from bsjax.gilp.cli_calibrate import _stages
+    assert _stages("1,2") == _stages("2,1") == (1, 2)
+    assert _stages("2") == (2,) and _stages("none") == ()
+    for bad in ("", "0", "1,3", "two"):
+        with pytest.raises(UsageError):
+            _stages(bad)

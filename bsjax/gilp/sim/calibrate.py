@@ -462,13 +462,14 @@ def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
       initial: the search's start point (default: the spec's initial values); its token-model
         coefficients are replaced by the fresh fit.
       stages: the stages searched; a stage left out keeps `initial`'s values (it is evaluated once,
-        for its residual rows), e.g. `(2,)` refits the skeleton parameters of an earlier fit.
+        for its residual rows), e.g. `(2,)` refits the skeleton parameters of an earlier fit and
+        `()` checks a parameter set against every target and band without fitting.
       log: progress lines.
     """
     from bsjax.gilp import pipeline
     budget.validate()
-    if not stages or not set(stages) <= {1, 2}:
-        raise ValueError(f"stages must be a non-empty subset of 1,2 (got {list(stages)})")
+    if not set(stages) <= {1, 2}:
+        raise ValueError(f"stages must be a subset of 1,2 (got {list(stages)})")
     start = time.perf_counter()
     if models is None:
         prof = pipeline.get_profile(profile)

@@ -1,0 +1,60 @@
+"""Table 4 and F4 on their own: every backbone's planners (standalone Parametric-WM-MPC and
+Hybrid-Full with that backbone as skeleton provider) on the test split, beside the backbone
+metrics of its checkpoints. It is the "table4" stage of `bsjax gilp paper --profile full`, run
+alone with a chosen number of seeds (the full plan's 8 seeds x 6 backbones is GPU work).
+
+    python experiments/gilp/table4.py --work .gilpwork --params PARAMS.json --seeds 2 --out DIR
+
+Resumable: each backbone's run directory is continued (`harness.gilp.run(resume=True)`).
+Writes DIR/backbones.json, DIR/table_4.md|csv and DIR/f4_backbones.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from bsjax.gilp import config as C
+from bsjax.gilp import paper, pipeline
+from bsjax.gilp.sim.params import load_params
+from bsjax.harness import gilp as harness
+from bsjax.report import gilp_figures, gilp_tables
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--params", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--backbones", default=",".join(paper.ALL_BACKBONES))
+    parser.add_argument("--profile", default="paper")
+    args = parser.parse_args(argv)
+    work, out = Path(args.work), Path(args.out)
+    profile = pipeline.get_profile(args.profile)
+    names = [n for n in args.backbones.split(",") if n]
+    benches = list(C.BENCHMARKS)
+    params = {b: load_params(args.params, b) for b in benches}
+    plan = paper.PaperPlan(profile.name, tuple(names), tuple(names), None, (), 0, 0)
+    log = lambda line: print(f"[{time.perf_counter() - start:6.0f} s] {line}",  # noqa: E731
+                             file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    trained = paper.train_all(work, benches, plan, log)  # loads the existing checkpoints
+    runs = {}
+    for name in names:
+        log(f"Table 4: planners with {name}")
+        runs[name] = harness.run(out / "backbones" / name, work, ["Parametric-WM-MPC", "Hybrid-Full"],
+                                 benches, profile, name, seeds=args.seeds, params=params,
+                                 resume=True, progress=log)
+    backbones = paper.backbone_table(trained, runs)
+    pipeline.atomic_json(out / "backbones.json", backbones)
+    gilp_tables.write_table(gilp_tables.table4(backbones), out)
+    gilp_figures.f4_backbones(backbones, out / gilp_figures.FILES["f4"])
+    log(f"wrote {out}/table_4.md and {gilp_figures.FILES['f4']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
