@@ -130,7 +130,9 @@ def backbone_table(trained: dict, planner_runs: dict) -> dict:
                                  **(_planner_cells(runs["pooled"]) if runs else {})}
         for bench, per in trained.items():
             if name in per:
-                cells = _planner_cells(runs["by_benchmark"].get(bench, {})) if runs else {}
+                # A run summary's by_benchmark is {method: {bench: metrics}}.
+                cells = _planner_cells({m: per_bench.get(bench, {}) for m, per_bench
+                                        in runs["by_benchmark"].items()}) if runs else {}
                 table.setdefault(bench, {})[name] = {**_backbone_row([per[name]]), **cells}
     return table
 

@@ -80,7 +80,7 @@ def test_backbone_table_pools_metrics_and_planner_cells():
     trained = {"taskgraph": {"MLP": summary(0.8)}, "toolchain": {"MLP": summary(0.6)}}
     runs = {"MLP": {"pooled": {"Parametric-WM-MPC": {"sr": 0.5}, "Hybrid-Full": {"sr": 0.7,
                                                                                   "hsr": 0.1}},
-                    "by_benchmark": {"taskgraph": {"Hybrid-Full": {"sr": 0.9, "hsr": 0.0}}}}}
+                    "by_benchmark": {"Hybrid-Full": {"taskgraph": {"sr": 0.9, "hsr": 0.0}}}}}
     table = paper.backbone_table(trained, runs)
     pooled = table["pooled"]["MLP"]
     assert pooled["trans_acc"] == pytest.approx(0.7) and pooled["train_seconds"] == 4.0
