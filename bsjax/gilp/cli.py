@@ -79,6 +79,18 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def load_sim_params(path, benches=None):
+    """A simulator parameter file: the pooled `SimParams`, or `{bench: SimParams}` with each
+    benchmark's token coefficients when `benches` is given; UsageError on a bad file."""
+    from bsjax.gilp.sim.params import load_params
+    try:
+        if benches is None:
+            return load_params(path)
+        return {bench: load_params(path, bench) for bench in benches}
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise UsageError(f"bad simulator parameter file {path}: {err}") from None
+
+
 def parse_backbones(text: str) -> list[str]:
     """`all` or a comma list of backbone names (case-insensitive), validated."""
     from bsjax.gilp.backbones import BACKBONE_NAMES, canonical_name
@@ -193,13 +205,7 @@ def cmd_run(args) -> int:
     out = Path(args.out) if args.out else Path("results") / f"gilp-run-{time.strftime('%Y%m%d-%H%M%S')}"
     if out.exists() and any(out.iterdir()) and not args.resume:
         raise UsageError(f"{out} is not empty (use --resume to continue it, or a new --out)")
-    params = None
-    if args.params:
-        from bsjax.gilp.sim.params import load_params
-        try:
-            params = {bench: load_params(args.params, bench) for bench in benches}
-        except (OSError, ValueError, KeyError) as err:
-            raise UsageError(f"bad simulator parameter file {args.params}: {err}") from None
+    params = load_sim_params(args.params, benches) if args.params else None
     try:
         summary = harness.run(out, Path(args.work), methods, benches, profile, backbone[0],
                               args.seeds, args.run_seed, params, args.resume,
@@ -284,11 +290,7 @@ def cmd_paper(args) -> int:
     if out.exists() and any(out.iterdir()) and not (out / "plan.json").exists():
         raise UsageError(f"{out} is not empty and holds no GILP paper run (use a new --out)")
     if args.params is not None:
-        from bsjax.gilp.sim.params import load_params
-        try:
-            load_params(args.params)
-        except (OSError, ValueError, KeyError) as err:
-            raise UsageError(f"bad simulator parameter file {args.params}: {err}") from None
+        load_sim_params(args.params)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     try:
         result = paper.run_paper(out, Path(args.work), plan, benches, args.run_seed, args.params,

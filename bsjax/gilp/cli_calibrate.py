@@ -39,20 +39,10 @@ def _stages(text: str) -> tuple[int, ...]:
     return stages
 
 
-def _initial(path: str | None):
-    if path is None:
-        return None
-    from bsjax.gilp.sim.params import load_params
-    try:
-        return load_params(path)
-    except (OSError, ValueError, TypeError) as err:
-        raise UsageError(f"--start: {err}") from None
-
-
 def cmd_calibrate(args) -> int:
     """Run the calibration (or, with --from-real, the stage-1 refit to a real run)."""
     from bsjax.gilp import pipeline
-    from bsjax.gilp.cli import parse_backbones, parse_benchmarks
+    from bsjax.gilp.cli import load_sim_params, parse_backbones, parse_benchmarks
     from bsjax.gilp.sim import calibrate as cal
     benches = parse_benchmarks(args.bench)
     budget = _budget(args.budget or args.profile, args.evals)
@@ -63,7 +53,7 @@ def cmd_calibrate(args) -> int:
     out = Path(args.out) if args.out else work / "calibration"
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
     stages = _stages(args.stages)
-    initial = _initial(args.start)
+    initial = None if args.start is None else load_sim_params(args.start)
     if args.from_real and (initial is not None or stages != (1, 2)):
         raise UsageError("--start and --stages do not apply to --from-real (it refits stage 1)")
     if args.from_real:

@@ -119,6 +119,22 @@ def _planner_cells(pooled: dict) -> dict:
             "hybrid_hsr": hybrid.get("hsr")}
 
 
+def table4_runs(out: Path, work: Path, names: Sequence[str], benches: Sequence[str],
+                profile, params, seeds: int | None = None, run_seed: int = 0, planner=None,
+                log: Log = lambda line: None) -> dict:
+    """Table 4's planner runs: standalone Parametric-WM-MPC and Hybrid-Full with each backbone
+    in `names`, under OUT/backbones/NAME (resumed when present); `{name: run summary}`."""
+    from bsjax.harness import gilp as harness
+    runs = {}
+    for name in names:
+        log(f"Table 4: planners with {name}")
+        runs[name] = harness.run(Path(out) / "backbones" / name, work,
+                                 ["Parametric-WM-MPC", "Hybrid-Full"], benches, profile, name,
+                                 seeds=seeds, run_seed=run_seed, params=params, resume=True,
+                                 progress=log, planner=planner)
+    return runs
+
+
 def backbone_table(trained: dict, planner_runs: dict) -> dict:
     """Table 4's input: `{scope: {backbone: row}}` with scope a benchmark or "pooled"."""
     table: dict[str, dict] = {"pooled": {}}
@@ -234,14 +250,9 @@ def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = C
     stage("evaluate", tick)
 
     tick = time.perf_counter()
-    planner_runs = {MAIN_BACKBONE: summary}
-    for name in plan.table4_backbones:
-        if name != MAIN_BACKBONE:
-            log(f"Table 4: planners with {name}")
-            planner_runs[name] = harness.run(
-                out / "backbones" / name, work, ["Parametric-WM-MPC", "Hybrid-Full"], benches,
-                profile, name, run_seed=run_seed, params=params, resume=True, progress=log,
-                planner=plan.planner)
+    planner_runs = {MAIN_BACKBONE: summary, **table4_runs(
+        out, work, [n for n in plan.table4_backbones if n != MAIN_BACKBONE], benches, profile,
+        params, run_seed=run_seed, planner=plan.planner, log=log)}
     backbones = backbone_table(trained, planner_runs)
     pipeline.atomic_json(out / "backbones.json", backbones)
     stage("table4", tick)

@@ -5,7 +5,7 @@ alone with a chosen number of seeds (the full plan's 8 seeds x 6 backbones is GP
 
     python experiments/gilp/table4.py --work .gilpwork --params PARAMS.json --seeds 2 --out DIR
 
-Resumable: each backbone's run directory is continued (`harness.gilp.run(resume=True)`).
+Resumable: each backbone's run directory is continued (`bsjax.gilp.paper.table4_runs`).
 Writes DIR/backbones.json, DIR/table_4.md|csv and DIR/f4_backbones.png.
 """
 
@@ -19,7 +19,6 @@ from pathlib import Path
 from bsjax.gilp import config as C
 from bsjax.gilp import paper, pipeline
 from bsjax.gilp.sim.params import load_params
-from bsjax.harness import gilp as harness
 from bsjax.report import gilp_figures, gilp_tables
 
 
@@ -42,12 +41,7 @@ def main(argv=None) -> int:
                              file=sys.stderr, flush=True)
     start = time.perf_counter()
     trained = paper.train_all(work, benches, plan, log)  # loads the existing checkpoints
-    runs = {}
-    for name in names:
-        log(f"Table 4: planners with {name}")
-        runs[name] = harness.run(out / "backbones" / name, work, ["Parametric-WM-MPC", "Hybrid-Full"],
-                                 benches, profile, name, seeds=args.seeds, params=params,
-                                 resume=True, progress=log)
+    runs = paper.table4_runs(out, work, names, benches, profile, params, seeds=args.seeds, log=log)
     backbones = paper.backbone_table(trained, runs)
     pipeline.atomic_json(out / "backbones.json", backbones)
     gilp_tables.write_table(gilp_tables.table4(backbones), out)

@@ -398,3 +398,12 @@ def test_stages_option_parses_subsets_of_one_and_two():
     for bad in ("", "0", "1,3", "two"):
         with pytest.raises(UsageError):
             _stages(bad)
+
+
+def test_a_parameter_file_with_an_unknown_name_is_a_usage_error(tmp_path):
+    from bsjax.gilp.cli import load_sim_params
+    (tmp_path / "p.json").write_text('{"params": {"c_tg": 0.8, "not_a_parameter": 1}}')
+    with pytest.raises(UsageError, match="bad simulator parameter file"):
+        load_sim_params(tmp_path / "p.json", ["taskgraph"])
+    (tmp_path / "q.json").write_text('{"params": {"c_tg": 0.8}}')
+    assert load_sim_params(tmp_path / "q.json").c_tg == 0.8
