@@ -338,7 +338,9 @@ def add_parser(sub) -> None:
     _bench_and_profile(rn, "the trained backbone (default MPNN)")
     rn.add_argument("--seeds", type=int, default=None, help="seeds per task (default: profile)")
     rn.add_argument("--run-seed", type=int, default=0, help="root key of the run (default 0)")
-    rn.add_argument("--params", default=None, help="simulator parameters (gilp_sim_params.json)")
+    rn.add_argument("--params", default=None,
+                    help="simulator parameters: a gilp_sim_params.json file, or calibrated "
+                         "(the shipped fit)")
     rn.add_argument("--work", default=str(DEFAULT_WORK), help="GILP work directory")
     rn.add_argument("--out", default=None, help="run directory (default results/gilp-run-TIME)")
     rn.add_argument("--resume", action="store_true", help="continue an interrupted run")
@@ -355,7 +357,8 @@ def add_parser(sub) -> None:
     pp.add_argument("--bench", default=None, help="all, or e.g. taskgraph,toolchain")
     pp.add_argument("--work", default=None, help=f"GILP work directory (default {DEFAULT_WORK})")
     pp.add_argument("--out", default=None, help="run directory (default results/gilp-paper-PROFILE)")
-    pp.add_argument("--params", default=None, help="simulator parameters instead of calibrating")
+    pp.add_argument("--params", default=None,
+                    help="simulator parameters instead of calibrating (a file, or calibrated)")
     pp.add_argument("--run-seed", type=int, default=None, help="root key of the run (default 0)")
     pp.add_argument("--resume", action="store_true", help="continue an interrupted run")
     pp.add_argument("--json", action="store_true", help="print the result JSON as the last line")

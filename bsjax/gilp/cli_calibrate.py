@@ -126,8 +126,8 @@ def add_calibrate_parser(gsub) -> None:
     cal.add_argument("--evals", type=int, default=None,
                      help="evaluations per fitted stage (overrides the profile)")
     cal.add_argument("--start", default=None, metavar="PARAMS",
-                     help="start the search from this parameter file (default: the spec's initial "
-                          "values)")
+                     help="start the search from this parameter file, or calibrated (default: the "
+                          "spec's initial values)")
     cal.add_argument("--stages", default="1,2",
                      help="stages searched: 1,2 (default), 1, 2 or none; a stage left out keeps "
                           "the start's values, e.g. --stages 2 --start P refits stage 2 of P and "

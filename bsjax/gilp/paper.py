@@ -132,6 +132,9 @@ def table4_runs(out: Path, work: Path, names: Sequence[str], benches: Sequence[s
                                  ["Parametric-WM-MPC", "Hybrid-Full"], benches, profile, name,
                                  seeds=seeds, run_seed=run_seed, params=params, resume=True,
                                  progress=log, planner=planner)
+        # Each backbone compiles its own planners and simulator, and no later backbone can
+        # reuse them: dropping them keeps a six-backbone run's memory at one backbone's.
+        jax.clear_caches()
     return runs
 
 

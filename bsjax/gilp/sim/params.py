@@ -12,6 +12,7 @@ rendered prompts (spec §5.2 item 6).
 from __future__ import annotations
 
 import dataclasses
+import importlib.resources
 import json
 from pathlib import Path
 
@@ -20,6 +21,10 @@ import chex
 PARAMS_FILE = "gilp_sim_params.json"
 LOCAL_PARAMS_FILE = "gilp_sim_params.local.json"
 FORMAT = 1
+# Parameter files shipped with bsjax (package data `bsjax/data/gilp/`), loadable by name wherever
+# a parameter file is accepted (`--params calibrated`); each file's `meta.provenance` says how it
+# was fitted. A path that exists on disk wins over a preset of the same name.
+PRESETS = {"calibrated": "gilp_sim_params_calibrated.json"}
 
 
 @chex.dataclass(frozen=True)
@@ -116,6 +121,21 @@ def _path(path: str | Path) -> Path:
     return path / PARAMS_FILE if path.is_dir() else path
 
 
+def preset_path(name: str) -> Path:
+    """The package-data file of a named parameter preset (`PRESETS`); ValueError if unknown."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown simulator parameter preset {name!r} "
+                         f"(choose from {', '.join(PRESETS)})")
+    return Path(str(importlib.resources.files("bsjax") / "data" / "gilp" / PRESETS[name]))
+
+
+def _source(path: str | Path) -> Path:
+    """The file to read for `path`: a file or run directory on disk, else a preset's file."""
+    if not Path(path).exists() and str(path) in PRESETS:
+        return preset_path(str(path))
+    return _path(path)
+
+
 def save_params(path: str | Path, params: SimParams, residuals: dict | None = None,
                 meta: dict | None = None) -> Path:
     """Write `{"format", "params", "residuals", "meta"}` as JSON (a directory gets
@@ -129,11 +149,12 @@ def save_params(path: str | Path, params: SimParams, residuals: dict | None = No
 
 
 def load_params(path: str | Path, bench: str | None = None) -> SimParams:
-    """Read the parameters of a file written by `save_params` (or a bare name -> value map).
+    """Read the parameters of a file written by `save_params` (or a bare name -> value map), of
+    a run directory holding one, or of a shipped preset by name (`PRESETS`, e.g. `calibrated`).
 
     With `bench`, that benchmark's own token-model coefficients replace the pooled ones when the
     file holds them (`residuals.token_model.coefs_per_bench`, written by calibration)."""
-    path = _path(path)
+    path = _source(path)
     if not path.is_file():
         raise FileNotFoundError(f"simulator parameter file not found: {path}")
     doc = json.loads(path.read_text())
