@@ -182,6 +182,35 @@ def test_params_json_roundtrip(tmp_path):
         sim_params.default_params(nope=1.0)
 
 
+def test_the_shipped_calibrated_preset(tmp_path, monkeypatch):
+    """`calibrated` (package data) loads by name, per benchmark with that benchmark's token
+    coefficients, and records what it was checked on: the whole val split, Agent-Replan's SR, HSR,
+    IAR and p_err(10) and Hybrid-Full's SR and HSR inside their acceptance bands."""
+    import json
+    doc = json.loads(sim_params.preset_path("calibrated").read_text())
+    assert sim_params.to_dict(sim_params.load_params("calibrated")) == pytest.approx(doc["params"])
+    per_bench = doc["residuals"]["token_model"]["coefs_per_bench"]
+    assert set(per_bench) == set(C.BENCHMARKS)
+    for bench, coefs in per_bench.items():
+        loaded = sim_params.load_params("calibrated", bench)
+        assert {k: getattr(loaded, k) for k in coefs} == pytest.approx(coefs)
+    assert doc["meta"]["tasks_per_bench"] == 100 and doc["meta"]["provenance"]
+    passed = {(r["method"], r["metric"]): r["pass"] for r in doc["residuals"]["band_recheck"]}
+    for row in [("Agent-Replan", "sr"), ("Agent-Replan", "hsr"), ("Agent-Replan", "iar"),
+                ("Agent-Replan", "p_err@10"), ("Hybrid-Full", "sr"), ("Hybrid-Full", "hsr")]:
+        assert passed[row], row
+    with pytest.raises(ValueError, match="unknown simulator parameter preset"):
+        sim_params.preset_path("nope")
+    # What `gilp run|paper --params calibrated` and `calibrate --start calibrated` load.
+    from bsjax.gilp.cli import load_sim_params
+    by_bench = load_sim_params("calibrated", list(C.BENCHMARKS))
+    assert by_bench["toolchain"].tok_a_n == pytest.approx(per_bench["toolchain"]["tok_a_n"])
+    # A file on disk of the same name wins over the preset.
+    monkeypatch.chdir(tmp_path)
+    sim_params.save_params(tmp_path / "calibrated", sim_params.default_params(c_tg=0.5))
+    assert sim_params.load_params("calibrated").c_tg == 0.5
+
+
 # --- methods and phase 1 -----------------------------------------------------------------------
 
 def test_method_registry():
