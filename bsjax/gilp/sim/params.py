@@ -156,7 +156,8 @@ def load_params(path: str | Path, bench: str | None = None) -> SimParams:
     file holds them (`residuals.token_model.coefs_per_bench`, written by calibration)."""
     path = _source(path)
     if not path.is_file():
-        raise FileNotFoundError(f"simulator parameter file not found: {path}")
+        raise FileNotFoundError(f"simulator parameter file not found: {path} (shipped presets: "
+                                f"{', '.join(PRESETS)})")
     doc = json.loads(path.read_text())
     values = doc.get("params", doc) if isinstance(doc, dict) else None
     if not isinstance(values, dict):
