@@ -28,7 +28,7 @@ from bsjax.gilp import events as E
 from bsjax.gilp import metrics, pipeline
 from bsjax.gilp.envs import registry
 from bsjax.gilp.methods import get_method
-from bsjax.gilp.sim.params import params_for
+from bsjax.gilp.sim.params import params_digest, params_for
 
 EVAL_SPLITS = ("test_id", "test_ood")
 
@@ -104,7 +104,8 @@ def run(out: Path, work: Path, methods: Sequence[str], benches: Sequence[str],
               for b in benches}
     config = {"profile": profile.name, "backbone": backbone, "seeds": seeds, "run_seed": run_seed,
               "methods": list(methods), "benches": list(benches), "work": str(work),
-              "planner": None if planner is None else dataclasses.asdict(planner)}
+              "planner": None if planner is None else dataclasses.asdict(planner),
+              "params": params_digest(params)}
     out.mkdir(parents=True, exist_ok=True)
     run_json = out / "run.json"
     if run_json.exists() and resume:

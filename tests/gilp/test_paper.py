@@ -47,6 +47,11 @@ def test_run_then_report_rebuilds_the_same_tables(work, tmp_path, capsys):
     # A resumed run plays nothing new and gives the same numbers.
     assert cli.main([*argv, "--resume"]) == 0
     assert _last_json(capsys)["methods"] == methods
+    # Resuming with other simulator parameters would mix two parameter sets: refused.
+    before = sorted(p.name for p in (out / "events").iterdir())
+    assert cli.main([*argv, "--resume", "--params", "calibrated"]) == 2
+    assert "another configuration" in capsys.readouterr().err
+    assert sorted(p.name for p in (out / "events").iterdir()) == before
 
 
 @pytest.mark.parametrize("argv, message", [

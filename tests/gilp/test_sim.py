@@ -205,8 +205,11 @@ def test_the_shipped_calibrated_preset(tmp_path, monkeypatch):
     from bsjax.gilp.cli import load_sim_params
     by_bench = load_sim_params("calibrated", list(C.BENCHMARKS))
     assert by_bench["toolchain"].tok_a_n == pytest.approx(per_bench["toolchain"]["tok_a_n"])
-    # A file on disk of the same name wins over the preset.
+    # A parameter file on disk of the same name wins over the preset; a directory without one
+    # (an unfinished `calibrate --out calibrated`) does not.
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "calibrated").mkdir()
+    assert sim_params.load_params("calibrated").c_tg == pytest.approx(doc["params"]["c_tg"])
     sim_params.save_params(tmp_path / "calibrated", sim_params.default_params(c_tg=0.5))
     assert sim_params.load_params("calibrated").c_tg == 0.5
 

@@ -12,6 +12,7 @@ rendered prompts (spec §5.2 item 6).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib.resources
 import json
 from pathlib import Path
@@ -23,7 +24,7 @@ LOCAL_PARAMS_FILE = "gilp_sim_params.local.json"
 FORMAT = 1
 # Parameter files shipped with bsjax (package data `bsjax/data/gilp/`), loadable by name wherever
 # a parameter file is accepted (`--params calibrated`); each file's `meta.provenance` says how it
-# was fitted. A path that exists on disk wins over a preset of the same name.
+# was fitted. A parameter file on disk wins over a preset of the same name.
 PRESETS = {"calibrated": "gilp_sim_params_calibrated.json"}
 
 
@@ -130,10 +131,12 @@ def preset_path(name: str) -> Path:
 
 
 def _source(path: str | Path) -> Path:
-    """The file to read for `path`: a file or run directory on disk, else a preset's file."""
-    if not Path(path).exists() and str(path) in PRESETS:
+    """The file to read for `path`: a parameter file on disk (or a directory holding one), else
+    a preset's file."""
+    resolved = _path(path)
+    if not resolved.is_file() and str(path) in PRESETS:
         return preset_path(str(path))
-    return _path(path)
+    return resolved
 
 
 def save_params(path: str | Path, params: SimParams, residuals: dict | None = None,
@@ -167,6 +170,16 @@ def load_params(path: str | Path, bench: str | None = None) -> SimParams:
         token_model = (doc.get("residuals") or {}).get("token_model") or {}
         values.update((token_model.get("coefs_per_bench") or {}).get(bench, {}))
     return from_dict(values)
+
+
+def params_digest(params) -> str | None:
+    """A short stable hash of a `SimParams` or `{bench: SimParams}` (None stays None), for run
+    configurations: a resumed run must not mix two parameter sets."""
+    if params is None:
+        return None
+    per_bench = params if isinstance(params, dict) else {"*": params}
+    doc = {bench: to_dict(p) for bench, p in sorted(per_bench.items())}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def params_for(params, bench: str):
