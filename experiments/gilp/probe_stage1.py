@@ -17,11 +17,9 @@ import time
 from pathlib import Path
 
 import jax
-import numpy as np
 
 from bsjax.gilp import config as C
 from bsjax.gilp.sim import calibrate as cal
-from bsjax.gilp.sim import targets as TG
 from bsjax.gilp.sim.params import load_params
 
 
@@ -39,9 +37,7 @@ def main(argv=None) -> int:
     tasks = cal._val_tasks(Path(args.work), list(C.BENCHMARKS), args.tasks)
     setup = cal.SimSetup(tasks=tasks, models={}, seeds=tuple(range(args.seeds)),
                          root_key=jax.random.key(args.run_seed))
-    horizons = np.concatenate([np.asarray(t["horizon"]) for t in tasks.values()])
-    objective = cal.stage_objective(setup, ["Agent-Replan"],
-                                    cal.drop_empty_buckets(TG.agent_targets(), horizons))
+    objective = cal.agent_objective(setup)  # the objective `gilp calibrate` fits in stage 1
     start = time.perf_counter()
     results = objective.many([cal.with_values(base, probe) for probe in probes])
     for probe, (value, rows, _) in zip(probes, results):

@@ -248,6 +248,15 @@ def stage_objective(setup: SimSetup, methods: Sequence[str],
     return StageObjective(setup, methods, targets)
 
 
+def agent_objective(setup: SimSetup, targets: list[TG.Target] | None = None) -> StageObjective:
+    """Stage 1's objective: Agent-Replan (no backbone) against `targets` (default the paper's,
+    `TG.agent_targets()`), horizon buckets without a task of `setup.tasks` dropped."""
+    horizons = np.concatenate([np.asarray(t["horizon"]) for t in setup.tasks.values()])
+    targets = TG.agent_targets() if targets is None else targets
+    return stage_objective(dataclasses.replace(setup, models={}), ["Agent-Replan"],
+                           drop_empty_buckets(targets, horizons))
+
+
 def model_digest(model) -> str:
     """SHA-256 of a backbone's array leaves: a retrained checkpoint is a different journal."""
     import hashlib
@@ -478,7 +487,6 @@ def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
     ood = _val_tasks(work, benches, budget.ood_tasks, "test_ood") if budget.ood_tasks else {}
     setup = SimSetup(tasks=tasks, models=dict(models), seeds=tuple(range(budget.seeds)),
                      root_key=jax.random.key(run_seed), ood_tasks=ood, cfg=cfg)
-    horizons = np.concatenate([np.asarray(t["horizon"]) for t in tasks.values()])
 
     log(f"token model: rendering {budget.token_prompts} prompts")
     tokens = fit_tokens(tasks, budget.token_prompts, tokenizer)
@@ -492,10 +500,10 @@ def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
         "benchmarks": list(benches), "backbone": backbone,
         "models": {b: model_digest(m) for b, m in sorted(dict(models).items())},
         "profile": profile, "run_seed": run_seed, "cfg": repr(cfg), "objective": OBJECTIVE})
-    targets1 = drop_empty_buckets(TG.agent_targets(), horizons)
-    stage1 = fit_stage(1, stage_objective(dataclasses.replace(setup, models={}),
-                                          ["Agent-Replan"], targets1),
-                       params, STAGE1_SPACE, *_search(1, stages, budget.sobol1, budget.nm1),
+    objective1 = agent_objective(setup)
+    targets1 = objective1.targets
+    stage1 = fit_stage(1, objective1, params, STAGE1_SPACE,
+                       *_search(1, stages, budget.sobol1, budget.nm1),
                        log=log, batch=budget.batch, journal=journal)
     params = with_values(params, stage1.values)
     # Stage 2 fits the hallucination type mix π, which Agent-Replan shares: its stage-1 rows
@@ -561,11 +569,10 @@ def calibrate_from_real(work: str | Path, out: str | Path, run_dir: str | Path,
     targets, tasks, ids = real_targets_and_tasks(work, run_dir)
     setup = SimSetup(tasks=tasks, models={}, seeds=tuple(range(budget.seeds)),
                      root_key=jax.random.key(run_seed), task_ids=ids, cfg=cfg)
-    horizons = np.concatenate([np.asarray(t["horizon"]) for t in tasks.values()])
-    targets = drop_empty_buckets(targets, horizons)
+    objective = agent_objective(setup, targets)
     base = SimParams() if base is None else base
-    stage1 = fit_stage(1, stage_objective(setup, ["Agent-Replan"], targets), base,
-                       STAGE1_SPACE, budget.sobol1, budget.nm1, log=log, batch=budget.batch)
+    stage1 = fit_stage(1, objective, base, STAGE1_SPACE, budget.sobol1, budget.nm1, log=log,
+                       batch=budget.batch)
     params = with_values(base, stage1.values)
     doc = R.document(params, None, [stage1], [], [], stage1.summaries,
                     _meta(budget, list(tasks), time.perf_counter() - start,
@@ -576,6 +583,6 @@ def calibrate_from_real(work: str | Path, out: str | Path, run_dir: str | Path,
 
 
 __all__ = ["BUDGETS", "CalibrationBudget", "Journal", "SimSetup", "StageObjective",
-           "StageResult", "calibrate", "calibrate_from_real", "fit_stage", "fit_tokens",
+           "StageResult", "agent_objective", "calibrate", "calibrate_from_real", "fit_stage", "fit_tokens",
            "get_budget", "model_digest", "simulate", "simulate_sweep", "stage2_targets",
            "stage_objective", "with_values"]
