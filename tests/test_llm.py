@@ -162,3 +162,16 @@ def test_local_model_behind_the_ollama_api():
         reply = OllamaBackend(host=server.url, timeout=120, retries=0).chat(
             "Answer with one word.", "Say yes.")
     assert reply.strip()
+
+
+def test_local_model_follows_a_per_call_schema():
+    """The llama.cpp grammar built from a call's schema forces a small model's action into that
+    call's candidate list (what `gilp real --schema` relies on)."""
+    from bsjax.llm.backends import LocalBackend
+    local = LocalBackend(max_tokens=24)
+    schema = {"type": "object", "required": ["selected_action"], "additionalProperties": False,
+              "properties": {"selected_action": {"type": "string",
+                                                 "enum": ["retry(node_7)", "wait()"]}}}
+    reply = local.complete("Reply in JSON.", "Pick an action: fly or swim?", {"num_predict": 24},
+                           schema=schema)
+    assert json.loads(reply.content)["selected_action"] in ("retry(node_7)", "wait()")

@@ -6,6 +6,7 @@ summary (`--json`: as the last line)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import time
@@ -68,10 +69,12 @@ def cmd_real(args) -> int:
     driver = GilpDriver(backend, CallCache(out / "calls.jsonl"))
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     start = time.perf_counter()
-    for bench in benches:
-        tasks = R.t7_tasks(work, bench, args.tasks)
-        R.run_real(out, methods, tasks, driver, models.get(bench),
-                   cfg=R.RealConfig(wall_cap_s=args.wall_cap), log=say)
+    # Task i of every benchmark before task i + 1 of any: a run stopped part-way (hours on a
+    # CPU) leaves every benchmark with about as many tasks, both arms each.
+    per_bench = [R.t7_tasks(work, bench, args.tasks) for bench in benches]
+    tasks = [t for group in itertools.zip_longest(*per_bench) for t in group if t is not None]
+    R.run_real(out, methods, tasks, driver, models or None,
+               cfg=R.RealConfig(wall_cap_s=args.wall_cap), log=say)
     events = out / "events.jsonl"
     real = gilp_tables.real_by_benchmark(events)
     gilp_tables.write_table(gilp_tables.table7(real), out)
@@ -97,7 +100,8 @@ def add_real_arguments(parser) -> None:
     parser.add_argument("--no-json-mode", action="store_true",
                         help="no grammar/format constraint; the parser extracts the JSON object")
     parser.add_argument("--schema", action="store_true",
-                        help="constrain replies by the response JSON Schema (structured outputs)")
+                        help="constrain each reply by a JSON Schema (structured outputs): the "
+                        "action one of that call's candidates, the imagined state over real nodes")
     parser.add_argument("--timeout", type=float, default=120.0, help="per-call timeout (s)")
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (local)")
     parser.add_argument("--wall-cap", type=float, default=1800.0, help="per-episode cap (s)")

@@ -61,11 +61,14 @@ class OllamaBackend:
     def chat(self, system: str, user: str) -> str:
         return self.complete(system, user).content
 
-    def complete(self, system: str, user: str, options: dict | None = None) -> Completion:
+    def complete(self, system: str, user: str, options: dict | None = None,
+                 schema: dict | None = None) -> Completion:
         """One chat call; `options` (Ollama's model options, e.g. temperature, seed, num_predict,
-        num_ctx) are sent only when given. Tokens come from `prompt_eval_count` / `eval_count`."""
+        num_ctx) are sent only when given; `schema` replaces the backend's for this call. Tokens
+        come from `prompt_eval_count` / `eval_count`."""
         import ollama
         extra = {"options": dict(options)} if options else {}
+        schema = self.schema if schema is None else schema
         last: Exception | None = None
         for attempt in range(self.retries + 1):
             try:
@@ -73,7 +76,7 @@ class OllamaBackend:
                     model=self.model,
                     messages=[{"role": "system", "content": system},
                               {"role": "user", "content": user}],
-                    format=self.schema if self.schema is not None
+                    format=schema if schema is not None
                     else "json" if self.json_mode else "", stream=False, **extra)
                 content = reply["message"]["content"] if reply else ""
                 if not content or not content.strip():
@@ -138,19 +141,22 @@ class LocalBackend:
     def chat(self, system: str, user: str) -> str:
         return self.complete(system, user).content
 
-    def complete(self, system: str, user: str, options: dict | None = None) -> Completion:
+    def complete(self, system: str, user: str, options: dict | None = None,
+                 schema: dict | None = None) -> Completion:
         """One chat completion; `options` may override `temperature`, `seed` and `num_predict`
-        (max tokens). Tokens come from the reply's `usage`."""
+        (max tokens), `schema` the backend's JSON Schema for this call. Tokens come from the
+        reply's `usage`."""
         options = options or {}
+        schema = self.schema if schema is None else schema
         kwargs = dict(messages=[{"role": "system", "content": system},
                                 {"role": "user", "content": user}],
                       max_tokens=int(options.get("num_predict", self.max_tokens)),
                       temperature=float(options.get("temperature", 0.0)),
                       seed=int(options.get("seed", self.seed)))
-        if self.json_mode or self.schema is not None:
+        if self.json_mode or schema is not None:
             kwargs["response_format"] = {"type": "json_object"}
-            if self.schema is not None:
-                kwargs["response_format"]["schema"] = self.schema
+            if schema is not None:
+                kwargs["response_format"]["schema"] = schema
         with _LOCAL_LOCK:
             try:
                 reply = self._llm.create_chat_completion(**kwargs)

@@ -177,8 +177,10 @@ def make_gilp_backend(kind: str, host: str | None = None, model: str | None = No
         (grammar-constrained; slower on a CPU). Without it the parser extracts the JSON object.
       model_path: a GGUF file for `local` (default: the bundled model).
       n_threads: llama.cpp threads for `local` (default: the backend's).
-      schema: constrain replies by the response JSON Schema (`gilp_prompts.RESPONSE_SCHEMA`):
-        Ollama structured outputs / a llama.cpp grammar. Off by default (plain JSON mode, §5.1).
+      schema: constrain replies by the response JSON Schema (Ollama structured outputs / a
+        llama.cpp grammar), built per call by the driver (`gilp_prompts.response_schema`): the
+        action one of that call's candidates, the imagined state over the graph's real nodes.
+        Off by default (plain JSON mode, §5.1).
     """
     extra = {"schema": P.RESPONSE_SCHEMA} if schema else {}
     if kind == "ollama":
@@ -248,11 +250,16 @@ class GilpDriver:
     def model(self) -> str:
         return str(getattr(self.backend, "model", ""))
 
-    def _cache_options(self) -> dict:
+    @property
+    def constrained(self) -> bool:
+        """Whether replies are schema-constrained (the backend was made with `schema=True`)."""
+        return getattr(self.backend, "schema", None) is not None
+
+    def _cache_options(self, schema: dict | None = None) -> dict:
         out = {"options": self.options,
                "format": "json" if getattr(self.backend, "json_mode", False) else ""}
-        if getattr(self.backend, "schema", None) is not None:
-            out["format"] = self.backend.schema
+        if self.constrained:
+            out["format"] = self.backend.schema if schema is None else schema
         return out
 
     def _count(self, text: str) -> tuple[int, str]:
@@ -264,11 +271,12 @@ class GilpDriver:
                 pass
         return approx_tokens(text), "approx"
 
-    def _backend_call(self, system: str, user: str) -> dict:
+    def _backend_call(self, system: str, user: str, schema: dict | None = None) -> dict:
         start = time.perf_counter()
         complete = getattr(self.backend, "complete", None)
         if complete is not None:
-            reply = complete(system, user, self.options)
+            extra = {"schema": schema} if schema is not None else {}
+            reply = complete(system, user, self.options, **extra)
         else:
             reply = Completion(self.backend.chat(system, user))
         latency = time.perf_counter() - start
@@ -281,16 +289,18 @@ class GilpDriver:
         return {"reply": reply.content, "tokens_in": int(tokens_in),
                 "tokens_out": int(tokens_out), "usage": usage, "latency_s": round(latency, 4)}
 
-    def complete(self, user: str, system: str = P.SYSTEM_PROMPT) -> tuple[dict | None, bool, float]:
-        """One cached call: `(record | None on a transport error, cached, seconds)`."""
+    def complete(self, user: str, system: str = P.SYSTEM_PROMPT,
+                 schema: dict | None = None) -> tuple[dict | None, bool, float]:
+        """One cached call: `(record | None on a transport error, cached, seconds)`; `schema`
+        replaces a constrained backend's JSON Schema for this call (and keys the cache)."""
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         start = time.perf_counter()
-        key = self.cache.key(self.name, self.model, messages, self._cache_options())
+        key = self.cache.key(self.name, self.model, messages, self._cache_options(schema))
         record = self.cache.get(key)
         if record is not None:
             return record, True, time.perf_counter() - start
         try:
-            record = self._backend_call(system, user)
+            record = self._backend_call(system, user, schema if self.constrained else None)
         except LLMError:
             return None, False, time.perf_counter() - start
         except Exception:  # noqa: BLE001 — a misbehaving backend must not crash the run
@@ -302,7 +312,11 @@ class GilpDriver:
              candidates: list[str] | None = None, slots: list[int] | None = None) -> LLMReply:
         if candidates is None:
             candidates, slots = ctx.candidates()
-        record, cached, seconds = self.complete(user)
+        schema = None
+        if self.constrained:  # this call's candidates and the graph's real nodes
+            nodes = np.flatnonzero(np.asarray(ctx.graph["nmask"], bool))
+            schema = P.response_schema(candidates, nodes.tolist())
+        record, cached, seconds = self.complete(user, schema=schema)
         if record is None:
             reply = LLMReply(call, None, [], 0.5, 0, 0, seconds, True, False, "transport", False,
                              "", "none")

@@ -42,23 +42,47 @@ RESPONSE_FORMAT = (
     "Statuses: pending, active, completed, failed, skipped."
 )
 
-RESPONSE_SCHEMA = {
-    "type": "object",
-    "required": ["selected_action", "imagined_next_state", "reasoning", "confidence"],
-    "properties": {
-        "selected_action": {"type": "string"},
-        "imagined_next_state": {
-            "type": "object", "required": ["changed_nodes"],
-            # Node ids are slots 0..N_MAX-1 and a step changes at most every node: bounding the
-            # list keeps a grammar-constrained small model from counting on until max_tokens.
-            "properties": {"changed_nodes": {
-                "type": "array", "maxItems": C.N_MAX,
-                "items": {"type": "integer", "minimum": 0, "maximum": C.N_MAX - 1}}},
-            "additionalProperties": {"type": "string", "enum": list(C.STATUS_NAMES)}},
-        "reasoning": {"type": "string", "maxLength": 300},
-        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-    },
-}
+def response_schema(candidates: Sequence[str] | None = None,
+                    node_ids: Sequence[int] | None = None) -> dict:
+    """The reply's JSON Schema (structured outputs: Ollama `format=`, a llama.cpp grammar).
+
+    Without arguments it fixes only the keys and types (`RESPONSE_SCHEMA`). With this call's
+    `candidates` the action must be one of them (a small model otherwise invents actions), and
+    with the graph's real `node_ids` the imagined state may name only those nodes, each once,
+    through `changed_nodes` and `node_<id>_new_status` keys.
+    """
+    action: dict = {"type": "string"}
+    if candidates is not None:
+        action = {"type": "string", "enum": list(dict.fromkeys(candidates))}
+    if node_ids is None:
+        # Node ids are slots 0..N_MAX-1 and a step changes at most every node: bounding the
+        # list keeps a grammar-constrained small model from counting on until max_tokens.
+        state = {"type": "object", "required": ["changed_nodes"],
+                 "properties": {"changed_nodes": {
+                     "type": "array", "maxItems": C.N_MAX,
+                     "items": {"type": "integer", "minimum": 0, "maximum": C.N_MAX - 1}}},
+                 "additionalProperties": {"type": "string", "enum": list(C.STATUS_NAMES)}}
+    else:
+        ids = [int(v) for v in node_ids]
+        status = {"type": "string", "enum": list(C.STATUS_NAMES)}
+        state = {"type": "object", "required": ["changed_nodes"],
+                 "properties": {"changed_nodes": {"type": "array", "maxItems": len(ids),
+                                                  "items": {"type": "integer", "enum": ids}},
+                                **{f"node_{v}_new_status": status for v in ids}},
+                 "additionalProperties": False}
+    return {
+        "type": "object",
+        "required": ["selected_action", "imagined_next_state", "reasoning", "confidence"],
+        "properties": {
+            "selected_action": action,
+            "imagined_next_state": state,
+            "reasoning": {"type": "string", "maxLength": 300},
+            "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        },
+    }
+
+
+RESPONSE_SCHEMA = response_schema()
 
 SKELETON_HEADER = (
     "## Parametric World-Model Skeleton\n"

@@ -351,6 +351,40 @@ def test_structured_output_schema_is_opt_in():
         assert keys == {False, True}
 
 
+def test_constrained_replies_take_this_calls_candidates(tasks):
+    """With `schema=True` every call's schema limits `selected_action` to the candidates of that
+    prompt (the risk gate's to its low-risk list) and the imagined state to the real nodes."""
+    agent, sent = ScriptedAgent("invalid"), []
+    with OllamaAPIServer(agent) as server:
+        backend = make_gilp_backend("ollama", server.url, retries=0, schema=True)
+        original = backend._client.chat
+
+        def spy(**kwargs):
+            sent.append((kwargs["format"], kwargs["messages"][1]["content"]))
+            return original(**kwargs)
+
+        backend._client.chat = spy
+        driver = GilpDriver(backend)
+        rows = [r for m in ("Agent-Replan", "GILP")
+                for r in real.run_episode(m, tasks[0], driver, MODEL)[0]]
+    assert any(r["risk_fired"] for r in rows) and len(sent) == sum(r["calls"] for r in rows)
+    for schema, user in sent:
+        props = schema["properties"]
+        if "## High-Risk Action Warning" in user:
+            offered = re.findall(r"^\d+: (\S+) \[risk", user.split("## High-Risk", 1)[1], re.M)
+        else:
+            offered = re.findall(r"^\d+: (\S+)$", user.split("## Candidate Actions", 1)[1], re.M)
+        assert offered and props["selected_action"]["enum"] == offered
+        ids = sorted(row[0] for row in _state(user))
+        state = props["imagined_next_state"]
+        assert state["properties"]["changed_nodes"]["items"]["enum"] == ids
+        assert set(state["properties"]) == {"changed_nodes"} | {f"node_{v}_new_status" for v in ids}
+        assert state["additionalProperties"] is False
+    # The schema keys the cache: the same prompt under another schema is another call.
+    first = driver.cache.key(driver.name, driver.model, [], driver._cache_options(sent[0][0]))
+    assert first != driver.cache.key(driver.name, driver.model, [], driver._cache_options())
+
+
 def test_hybrids_and_ablations_differ_only_by_config(tasks):
     methods = ("Hybrid-DeltaOnly", "Hybrid-Full", "GILP-NoCorrGate", "GILP-tau1", "GILP-tau0",
                "GILP-NoRiskGate")
@@ -377,7 +411,8 @@ def test_cli_real_runs_resumes_and_writes_table_7(work, tmp_path, capsys):
     from bsjax import cli
     out = tmp_path / "real"
     with OllamaAPIServer(ScriptedAgent()) as server:
-        argv = ["gilp", "real", "--bench", BENCH, "--tasks", "1", "--methods", "Agent-Replan",
+        argv = ["gilp", "real", "--bench", f"{BENCH},repairflow", "--tasks", "2",
+                "--methods", "Agent-Replan",
                 "--llm", "ollama", "--llm-host", server.url, "--work", str(work), "--out",
                 str(out), "--json"]
         assert cli.main(argv) == 0
@@ -387,8 +422,12 @@ def test_cli_real_runs_resumes_and_writes_table_7(work, tmp_path, capsys):
         again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert (out / "events.jsonl").read_text() == lines
     assert again["methods"] == first["methods"] and set(first["methods"]) == {"Agent-Replan"}
-    assert first["by_benchmark"][BENCH]["Agent-Replan"]["n"] == 1
-    assert f"| {BENCH} | 1/0 |" in (out / "table_7.md").read_text()   # n agent / n GILP
+    assert first["by_benchmark"][BENCH]["Agent-Replan"]["n"] == 2
+    assert f"| {BENCH} | 2/0 |" in (out / "table_7.md").read_text()   # n agent / n GILP
+    # Task-major across benchmarks: a run stopped part-way covers every benchmark alike.
+    starts = [json.loads(r) for r in lines.splitlines()]
+    order = [(r["bench"], r["task"]) for r in starts if r["t"] == 0]
+    assert [b for b, _ in order] == [BENCH, "repairflow", BENCH, "repairflow"]
 
 
 @pytest.mark.parametrize("flags, message", [
