@@ -34,6 +34,7 @@ def cmd_real(args) -> int:
     """Run (or resume) a T7 real-LLM run and write its table."""
     from bsjax.gilp import pipeline
     from bsjax.gilp import real as R
+    from bsjax.gilp import real_runs, real_tasks
     from bsjax.gilp.cli import parse_backbones, parse_benchmarks
     from bsjax.llm.call_cache import CallCache
     from bsjax.llm.gilp_driver import GilpDriver, make_gilp_backend
@@ -71,14 +72,14 @@ def cmd_real(args) -> int:
     start = time.perf_counter()
     # Task i of every benchmark before task i + 1 of any: a run stopped part-way (hours on a
     # CPU) leaves every benchmark with about as many tasks, both arms each.
-    per_bench = [R.t7_tasks(work, bench, args.tasks) for bench in benches]
+    per_bench = [real_tasks.t7_tasks(work, bench, args.tasks) for bench in benches]
     tasks = [t for group in itertools.zip_longest(*per_bench) for t in group if t is not None]
-    R.run_real(out, methods, tasks, driver, models or None,
-               cfg=R.RealConfig(wall_cap_s=args.wall_cap), log=say)
+    real_runs.run_real(out, methods, tasks, driver, models or None,
+                       cfg=R.RealConfig(wall_cap_s=args.wall_cap), log=say)
     events = out / "events.jsonl"
     real = gilp_tables.real_by_benchmark(events)
     gilp_tables.write_table(gilp_tables.table7(real), out)
-    result = {"methods": R.summarise_real(events), "by_benchmark": real,
+    result = {"methods": real_runs.summarise_real(events), "by_benchmark": real,
               "llm": {"backend": args.llm, "model": getattr(backend, "model", None)},
               "seconds": round(time.perf_counter() - start, 2)}
     if args.json:

@@ -23,22 +23,17 @@ or an executed valid action with v as an argument that would be invalid were v i
 `unknown` claim: any valid action on v).
 
 Each episode has a wall-clock cap: when it is exceeded after a step, the episode ends there with
-`done = true, success = false, timeout = true` (reported, never dropped). `run_real` appends whole
-episodes to an `events.jsonl` and skips the episodes already complete in it (resume); per-episode
-timing and driver counters go to a sidecar `episodes.jsonl` (wall times are kept out of the events
+`done = true, success = false, timeout = true` (reported, never dropped). Runs of many episodes,
+with resume and their summaries, are `bsjax.gilp.real_runs` (wall times are kept out of the events
 so that a rerun from the call cache reproduces the events byte for byte).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
-import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import equinox as eqx
 import jax
@@ -50,89 +45,21 @@ from bsjax.gilp import events as E
 from bsjax.gilp import keys as K
 from bsjax.gilp.envs import common, registry
 from bsjax.gilp.methods import MethodConfig, get_method
-from bsjax.gilp.planners import gate
+from bsjax.gilp.real_phases import decide
+from bsjax.gilp.real_tasks import TaskRef
 from bsjax.gilp.planners.skeleton import score_candidates
 from bsjax.gilp.types import Graph, graph_from_np
 from bsjax.llm import gilp_prompts as P
 from bsjax.llm.call_cache import REFERENCE_PRICE, cost_usd
-from bsjax.llm.gilp_driver import Correction, GilpDriver, LLMReply, RiskAlert
-from bsjax.llm.gilp_parse import change_mask, imagined_status
+from bsjax.llm.gilp_driver import GilpDriver
 
 UNKNOWN = P.UNKNOWN
 WINDOW = P.HISTORY_WINDOW
 # Action slots whose support a step computes: the executed action, then every call's action.
 SUPPORT_SLOTS = 6
 NOOP = np.array([-1, 0, -1], np.int32)
-SIDECAR = "episodes.jsonl"
-T7_N, T7_H = 20, (3, 8)
 OBS_FIELDS = ("status", "ntype", "goal", "attr", "etype", "anc", "nmask", "t", "budget",
               "horizon")
-
-
-# --- tasks ---------------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class TaskRef:
-    """One task of an evaluation.
-
-    Attributes:
-      bench: benchmark name.
-      source: the generated split it comes from (`test_id`, `test_ood`, `val`).
-      index: its index in that split.
-      task: the event rows' task id: the index for test splits, `SPLIT_OFFSET["val"] + index`
-        for val tasks (so a val fill never collides with a test-ID task of the same index).
-      split: the event rows' split (`id` or `ood`; val tasks are `id`).
-      H: oracle horizon.
-      arrays: the task's padded host arrays (not compared or hashed).
-    """
-
-    bench: str
-    source: str
-    index: int
-    task: int
-    split: str
-    H: int
-    arrays: dict = dataclasses.field(compare=False, hash=False, repr=False)
-
-
-def _task_id(source: str, index: int) -> int:
-    return C.SPLIT_OFFSET["val"] + index if source == "val" else index
-
-
-def task_refs(bench: str, source: str, arrays: Mapping[str, np.ndarray],
-              indices: Sequence[int] | None = None) -> list[TaskRef]:
-    """TaskRefs for tasks of a stacked split (`pipeline.tasks` / `generate.load_split`)."""
-    count = len(arrays["status"])
-    indices = range(count) if indices is None else indices
-    split = "ood" if source == "test_ood" else "id"
-    return [TaskRef(bench, source, int(i), _task_id(source, int(i)), split,
-                    int(arrays["horizon"][i]), {k: np.asarray(v[i]) for k, v in arrays.items()})
-            for i in indices]
-
-
-def t7_tasks(work, bench: str, n: int = T7_N, h_range: tuple[int, int] = T7_H,
-             pool: int | None = None, val_pool: int | None = None) -> list[TaskRef]:
-    """Table 7's task selection (§7 T7): the first `n` test-ID tasks by index with H in
-    `h_range` (inclusive), filled from the val split (first by index) if fewer qualify.
-
-    Args:
-      work: GILP work directory (`pipeline.tasks` generates missing splits there).
-      bench: benchmark name.
-      n: tasks per benchmark (20).
-      h_range: inclusive horizon range ([3, 8]).
-      pool, val_pool: how many test-ID / val tasks to look through (default: whole splits).
-    """
-    from bsjax.gilp import pipeline
-    lo, hi = h_range
-    out: list[TaskRef] = []
-    for source, size in (("test_id", pool or C.SPLIT_SIZES["test_id"]),
-                         ("val", val_pool or C.SPLIT_SIZES["val"])):
-        if len(out) >= n:
-            break
-        arrays = pipeline.tasks(Path(work), bench, source, size)
-        keep = [i for i in range(len(arrays["horizon"])) if lo <= int(arrays["horizon"][i]) <= hi]
-        out += task_refs(bench, source, arrays, keep[:n - len(out)])
-    return out
 
 
 # --- device side: one jitted call per step --------------------------------------------------------
@@ -206,13 +133,6 @@ def _transition(model, bench, g: Graph, root, task, seed, act, noop, call_acts, 
 
 
 # --- host side -----------------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def _on_host():
-    """Run the pure gate functions on the host CPU device (no accelerator round trip)."""
-    with jax.default_device(jax.devices("cpu")[0]):
-        yield
-
 
 def _status_name(code: int) -> str:
     return C.STATUS_NAMES[code] if 0 <= code < C.N_STATUS else "unknown"
@@ -294,93 +214,6 @@ def live_atoms(logs: Sequence[_StepLog], t: int, status_now: np.ndarray,
 
 def _slot_str(bench: str, acts: np.ndarray, slot: int | None) -> str | None:
     return None if slot is None else P.action_str(bench, acts[slot])
-
-
-def decide(method: MethodConfig, driver: GilpDriver, ctx: P.PromptContext, p1: dict,
-           graph: dict, bench) -> dict:
-    """One step's LLM phases (2-4) on the host; returns the calls and the committed choice.
-
-    Returns a dict with `calls` (LLMReply list in order), `draft` (the Phase-2 draft, after a
-    parse re-prompt) and its index in `calls`, the `final` reply, `cons`,
-    `cons_after`, `corrected`, `rho_hat`, `rho_eff`, `risk_fired`, `risk_gate_empty` and
-    `action` (the executed candidate slot or None) and `committed` atoms.
-    """
-    status = np.asarray(graph["status"])
-    nmask = np.asarray(graph["nmask"], bool)
-    n = len(status)
-    acts = p1["acts"]
-    calls: list[LLMReply] = []
-    out = {"cons": None, "cons_after": None, "corrected": False, "rho_hat": None,
-           "rho_eff": None, "risk_fired": False, "risk_gate_empty": False}
-    flags = method.gate
-    draft = driver.draft(ctx)
-    calls.append(draft)
-    draft_index, used = 0, 0
-    if method.gated and draft.action is None and used < method.max_corrections:
-        used += 1
-        draft = driver.reparse(ctx)
-        calls.append(draft)
-        draft_index = 1
-    final = draft
-    if draft.action is not None and method.uses_backbone:
-        slot = draft.action
-        s_mask = change_mask(n, draft.atoms)
-        with _on_host():
-            cons = float(gate.jaccard(s_mask, p1["changed"][slot]))
-        out["cons"], out["rho_hat"] = cons, float(p1["risk"][slot])
-        if method.gated:
-            with _on_host():
-                issue, double = gate.gate_decision(flags, cons, used, method.max_corrections,
-                                                   method.tau_low, method.tau_high)
-                issue, double = bool(issue), bool(double)
-            if issue:
-                used += 1
-                out["corrected"] = True
-                pred = p1["pred_status"][slot]
-                lines = gate.discrepancies(imagined_status(status, draft.atoms), pred, s_mask,
-                                           p1["changed"][slot])
-                backbone_atoms = P.changes(status, pred, nmask)
-                explain = bench.explain(graph, tuple(int(x) for x in acts[slot]))
-                revised = driver.revise(ctx, Correction(P.action_str(bench.name, acts[slot]),
-                                                        draft.atoms, backbone_atoms, lines,
-                                                        explain))
-                calls.append(revised)
-                if revised.action is not None:
-                    final = revised
-                slot = final.action
-                with _on_host():
-                    cons_after = float(gate.jaccard(change_mask(n, final.atoms),
-                                                    p1["changed"][slot]))
-                    double = bool(gate.after_correction(flags, cons_after, method.tau_high))
-                out["cons_after"] = cons_after
-                out["rho_hat"] = float(p1["risk"][slot])
-            with _on_host():
-                rho_eff = float(gate.rho_eff(out["rho_hat"], double))
-            out["rho_eff"] = rho_eff
-            if flags.risk_gate and rho_eff > method.rho_th:
-                with _on_host():
-                    subset = np.asarray(gate.low_risk_subset(
-                        p1["value"], p1["risk"], p1["p_valid"], p1["amask"], slot, method.rho_th,
-                        k=method.skeleton_k))
-                members = [int(a) for a in np.flatnonzero(subset)]
-                members.sort(key=lambda a: (-float(p1["value"][a]), a))
-                if members:
-                    alert = RiskAlert(P.action_str(bench.name, acts[slot]), rho_eff,
-                                      bench.explain(graph, tuple(int(x) for x in acts[slot])),
-                                      members, [(P.action_str(bench.name, acts[a]),
-                                                 float(p1["risk"][a])) for a in members])
-                    escalated = driver.escalate(ctx, alert)
-                    calls.append(escalated)
-                    out["risk_fired"] = True
-                    if escalated.action is not None:
-                        final = escalated
-                    else:  # argmax_{L_t} Ĵ_K, with no imagined delta of its own
-                        final = escalated._replace(action=members[0], atoms=[])
-                else:
-                    out["risk_gate_empty"] = True
-    out.update(calls=calls, draft=draft, draft_index=draft_index, final=final,
-               action=final.action, committed=list(final.atoms))
-    return out
 
 
 def _context(method: MethodConfig, task: TaskRef, graph: dict, p1: dict, history: list[str],
@@ -502,135 +335,6 @@ def run_episode(method: MethodConfig | str, task: TaskRef, driver: GilpDriver, m
             "usd": cost_usd(delta["tokens_in"], delta["tokens_out"], driver.price),
             "usd_gpt4o_mini": cost_usd(delta["tokens_in"], delta["tokens_out"], REFERENCE_PRICE)}
     return rows, info
-
-
-# --- runs with resume ------------------------------------------------------------------------------
-
-def _complete_keys(path: Path) -> set[tuple]:
-    """Episode keys complete in an events file; incomplete episodes and torn lines are removed
-    from the file (rewritten atomically) so that appending whole episodes keeps it valid."""
-    if not path.exists():
-        return set()
-    lines = path.read_text().splitlines()
-    parsed = []
-    for line in lines:
-        try:
-            row = json.loads(line)
-            parsed.append((line, row, E.episode_key(row)))
-        except (ValueError, KeyError, TypeError):
-            parsed.append((line, None, None))
-    by_key: dict[tuple, list[dict]] = {}
-    for _, row, key in parsed:
-        if key is not None:
-            by_key.setdefault(key, []).append(row)
-    complete = set()
-    for key, rows in by_key.items():
-        ts = sorted(r.get("t", -1) for r in rows)
-        last = max(rows, key=lambda r: r.get("t", -1))
-        if ts == list(range(len(rows))) and last.get("done") \
-                and not any(r.get("done") for r in rows if r is not last):
-            complete.add(key)
-    keep = [line for line, _, key in parsed if key in complete]
-    if len(keep) != len(lines):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(line + "\n" for line in keep))
-        os.replace(tmp, path)
-    return complete
-
-
-def run_real(out: str | Path, methods: Sequence[str | MethodConfig], tasks: Sequence[TaskRef],
-             driver: GilpDriver, models: Mapping[str, object] | object | None = None,
-             seed: int = 0, cfg: RealConfig = RealConfig(),
-             log: Callable[[str], None] | None = None) -> dict:
-    """Run every (task, method) episode not already complete in `out` (an events.jsonl path, or
-    a directory that gets one), appending each finished episode's rows in one write; then its
-    sidecar row to `episodes.jsonl` beside it.
-
-    Args:
-      out: events file or run directory.
-      methods: LLM methods (names or configs).
-      tasks: the tasks, run task-major in this order.
-      driver: the LLM driver.
-      models: a backbone, or `{bench: backbone}`; may be None for Agent-Replan only.
-      seed: episode seed s.
-      cfg: loop settings.
-      log: progress sink (one line per episode), e.g. `print` to stderr.
-    Returns:
-      `{"events": path, "run": n, "skipped": n, "episodes": [sidecar rows of this call]}`.
-    """
-    path = Path(out)
-    if path.is_dir() or path.suffix != ".jsonl":
-        path = path / E.EVENTS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    done_keys = _complete_keys(path)
-    sidecar = path.with_name(SIDECAR)
-    methods = [get_method(m) if isinstance(m, str) else m for m in methods]
-    ran, skipped, infos = 0, 0, []
-    for task in tasks:
-        for method in methods:
-            key = (method.name, task.bench, task.split, task.task, int(seed))
-            if key in done_keys:
-                skipped += 1
-                continue
-            model = models.get(task.bench) if isinstance(models, Mapping) else models
-            rows, info = run_episode(method, task, driver, model, seed, cfg)
-            E.write_events(path, rows, append=True)
-            with sidecar.open("a") as f:
-                f.write(json.dumps(info) + "\n")
-            done_keys.add(key)
-            ran += 1
-            infos.append(info)
-            if log is not None:
-                log(f"{method.name} {task.bench}/{task.source}[{task.index}] H={task.H}: "
-                    f"{'success' if info['success'] else 'fail'} in {info['steps']} steps, "
-                    f"{info['calls']} calls, {info['wall_s']:.1f}s"
-                    + (" (timeout)" if info["timeout"] else ""))
-    return {"events": str(path), "run": ran, "skipped": skipped, "episodes": infos}
-
-
-def read_real_run(events_path: str | Path) -> tuple[list[dict], list[dict]]:
-    """`(event rows, sidecar episode rows)` of a real run's `events.jsonl` (a directory means
-    its `events.jsonl`); a missing sidecar gives no episode rows."""
-    path = Path(events_path)
-    path = path / E.EVENTS_FILE if path.is_dir() else path
-    side_path = path.with_name(SIDECAR)
-    side = [json.loads(line) for line in side_path.read_text().splitlines()
-            if line.strip()] if side_path.exists() else []
-    return E.read_events(path), side
-
-
-def summarise_real(events_path: str | Path) -> dict[str, dict]:
-    """`summarise_real_rows` of a real run's files."""
-    return summarise_real_rows(*read_real_run(events_path))
-
-
-def summarise_real_rows(rows: list[dict], side: list[dict]) -> dict[str, dict]:
-    """Per method: n, SR, HSR (committed, draft), calls/step, correction and risk-gate rates,
-    JSON-fail rate per call, fallbacks, timeouts, tokens per task, $ per task at the driver's
-    price row and at GPT-4o-mini prices, and backend seconds per call (JSON-fail rate, $ per task
-    and seconds come from the sidecar rows `side`)."""
-    from bsjax.gilp import metrics
-    out = {}
-    for method, s in metrics.summarise(rows).items():
-        mine = [r for r in side if r["method"] == method]
-        calls = sum(r["calls"] for r in mine)
-        backend = sum(r["backend_calls"] for r in mine)
-        out[method] = {
-            "n": s["episodes"], "sr": s["sr"], "sr_ci": s["sr_ci"], "hsr": s["hsr"],
-            "hsr_ci": s["hsr_ci"], "hsr_draft": s["hsr_draft"], "steps": s["steps"],
-            "calls_step": s["calls_step"], "corr_rate": s["corr_rate"],
-            "risk_rate": s["risk_rate"], "parse_fail_rate": s["parse_fail_rate"],
-            "json_fail_rate": (sum(r["json_failures"] for r in mine) / calls) if calls else None,
-            "fallbacks": s["fallbacks"], "timeouts": s["timeouts"], "tok_task": s["tok_task"],
-            "usd_task": (sum(r["usd"] for r in mine) / len(mine)) if mine else None,
-            "usd_task_gpt4o_mini": (sum(r["usd_gpt4o_mini"] for r in mine) / len(mine))
-            if mine else None,
-            "usd_1k_gpt4o_mini": s["usd_1k"],
-            "sec_per_call": (sum(r["backend_seconds"] for r in mine) / backend) if backend
-            else None,
-            "calls": calls, "backend_calls": backend,
-        }
-    return out
 
 
 # --- command line ----------------------------------------------------------------------------------

@@ -364,7 +364,7 @@ def _paper7(scope: str) -> dict:
 
 
 def table7(real: dict) -> Table:
-    """T7 real-LLM validation. `real[scope][method]` = a `bsjax.gilp.real.summarise_real` entry
+    """T7 real-LLM validation. `real[scope][method]` = a `bsjax.gilp.real_runs.summarise_real` entry
     (n, sr, sr_ci, hsr, hsr_ci, tok_task, corr_rate, json_fail_rate, timeouts, usd_task,
     usd_1k_gpt4o_mini) for the arms Agent-Replan and GILP; scope a benchmark, "pooled" or
     "taskgraph n=5" (see `real_by_benchmark`). Δ% = 100·(HSR_GILP − HSR_agent)/HSR_agent."""
@@ -420,7 +420,7 @@ def real_by_benchmark(events_path: str | Path, subset: int = 5) -> dict[str, dic
     """Table 7's input from a real run's `events.jsonl` (+ `episodes.jsonl` sidecar):
     {bench: summarise_real, "pooled": ..., "taskgraph n=5": the first `subset` TaskGraph task
     ids}, each summarised by `summarise_real_rows` on its filtered rows."""
-    from bsjax.gilp import real as R
+    from bsjax.gilp import real_runs as R
     rows, side = R.read_real_run(events_path)
     first = sorted({r["task"] for r in rows if r["bench"] == "taskgraph"})[:subset]
     parts = {b: lambda r, b=b: r["bench"] == b for b in C.BENCHMARKS}

@@ -324,7 +324,7 @@ def test_from_real_refits_stage_one_to_measured_episodes(tmp_path):
     from bsjax.gilp.sim.run import records_to_events, run_simulated
     work, run_dir, out = tmp_path / "work", tmp_path / "real", tmp_path / "cal"
     tasks = pipeline.tasks(work, "taskgraph", "val", 3)
-    ids = [C.SPLIT_OFFSET["val"] + i for i in range(3)]  # real.TaskRef ids of val tasks
+    ids = [C.SPLIT_OFFSET["val"] + i for i in range(3)]  # real_tasks.TaskRef ids of val tasks
     # "Measured" episodes: the simulator at known parameters, written as a real run would be.
     run = run_simulated("Agent-Replan", registry.get("taskgraph"), None, tasks, (0, 1),
                         jax.random.key(0), SimParams(h0=0.3), CFG, task_ids=ids)

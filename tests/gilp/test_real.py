@@ -19,7 +19,7 @@ import pytest
 from bsjax.gilp import config as C
 from bsjax.gilp import events as E
 from bsjax.gilp import metrics
-from bsjax.gilp import real
+from bsjax.gilp import real, real_runs, real_tasks
 from bsjax.gilp.backbones.layers import BackboneOut
 from bsjax.gilp.envs import common, registry
 from bsjax.gilp.features import GraphInputs
@@ -163,7 +163,7 @@ def work(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tasks(work):
-    return real.t7_tasks(work, BENCH, n=2, pool=2, val_pool=1)
+    return real_tasks.t7_tasks(work, BENCH, n=2, pool=2, val_pool=1)
 
 
 def _driver(url: str, cache: CallCache | None = None, timeout: float = 5.0) -> GilpDriver:
@@ -181,7 +181,7 @@ def _run(responder, tasks, methods=("Agent-Replan", "GILP"), out=None, cache=Non
     with OllamaAPIServer(responder) as server:
         driver = _driver(server.url, cache, timeout)
         if out is not None:
-            result = real.run_real(out, methods, tasks, driver, MODEL, cfg=cfg)
+            result = real_runs.run_real(out, methods, tasks, driver, MODEL, cfg=cfg)
             return result, driver
         rows = [r for t in tasks for m in methods
                 for r in real.run_episode(m, t, driver, MODEL, cfg=cfg)[0]]
@@ -195,7 +195,7 @@ def _episodes(rows, method):
 # --- tests -----------------------------------------------------------------------------------------
 
 def test_t7_selection_takes_first_tasks_in_range_and_fills_from_val(work):
-    picked = real.t7_tasks(work, BENCH, n=3, pool=2, val_pool=2)
+    picked = real_tasks.t7_tasks(work, BENCH, n=3, pool=2, val_pool=2)
     assert [(t.source, t.index) for t in picked] == [("test_id", 0), ("test_id", 1), ("val", 0)]
     assert all(3 <= t.H <= 8 and t.split == "id" for t in picked)
     assert picked[2].task == C.SPLIT_OFFSET["val"] and picked[0].task == 0
@@ -300,9 +300,9 @@ def test_call_cache_replays_a_run_byte_for_byte_and_resume_skips(tasks, tmp_path
     eps = E.group_episodes(rows)
     assert len(eps) == 2 * len(tasks)
     assert b.read_bytes().startswith(a.read_bytes())
-    side = [json.loads(x) for x in (tmp_path / "b" / real.SIDECAR).read_text().splitlines()]
+    side = [json.loads(x) for x in (tmp_path / "b" / real_runs.SIDECAR).read_text().splitlines()]
     assert len(side) == 2 * len(tasks) and all(s["calls"] > 0 for s in side)
-    summary = real.summarise_real(b)
+    summary = real_runs.summarise_real(b)
     assert set(summary) == {"Agent-Replan", "GILP"} and summary["GILP"]["json_fail_rate"] == 0.0
 
 

@@ -546,7 +546,7 @@ def real_targets_and_tasks(work: str | Path, run_dir: str | Path) -> tuple[list,
     for bench in sorted({r["bench"] for r in agent}, key=C.BENCHMARKS.index):
         refs = sorted({(r["split"], r["task"]) for r in agent if r["bench"] == bench})
         picked = []
-        for split, task in refs:  # real.TaskRef ids: val tasks are offset, test ones are not
+        for split, task in refs:  # real_tasks.TaskRef ids: val tasks are offset, test ones are not
             source = ("val" if task >= C.SPLIT_OFFSET["val"] else
                       "test_ood" if split == "ood" else "test_id")
             index = task - C.SPLIT_OFFSET["val"] if source == "val" else task
