@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
 import time
 from pathlib import Path
 
 from bsjax.harness.experiment import UsageError
+from bsjax.harness.progress import GameProgress
 
 DEFAULT_METHODS = "Agent-Replan,GILP"
 LLM_KINDS = ("local", "ollama", "none")
@@ -68,15 +68,27 @@ def cmd_real(args) -> int:
         raise UsageError(str(err)) from None
     out.mkdir(parents=True, exist_ok=True)
     driver = GilpDriver(backend, CallCache(out / "calls.jsonl"))
-    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     start = time.perf_counter()
     # Task i of every benchmark before task i + 1 of any: a run stopped part-way (hours on a
     # CPU) leaves every benchmark with about as many tasks, both arms each.
     per_bench = [real_tasks.t7_tasks(work, bench, args.tasks) for bench in benches]
     tasks = [t for group in itertools.zip_longest(*per_bench) for t in group if t is not None]
-    real_runs.run_real(out, methods, tasks, driver, models or None,
-                       cfg=R.RealConfig(wall_cap_s=args.wall_cap), log=say)
     events = out / "events.jsonl"
+    planned = {(m.name, t.bench, t.split, t.task, 0) for t in tasks for m in methods}
+    total, done = len(planned), [len(planned & real_runs.complete_keys(events))]
+    progress = GameProgress("episodes", delay=0.0)
+    progress.start(total, done[0])
+
+    def episode_done(line: str) -> None:
+        done[0] += 1
+        progress.log(line)
+        progress.update(done[0])
+
+    try:
+        real_runs.run_real(out, methods, tasks, driver, models or None,
+                           cfg=R.RealConfig(wall_cap_s=args.wall_cap), log=episode_done)
+    finally:
+        progress.stop()
     real = gilp_tables.real_by_benchmark(events)
     gilp_tables.write_table(gilp_tables.table7(real), out)
     result = {"methods": real_runs.summarise_real(events), "by_benchmark": real,

@@ -17,7 +17,7 @@ from bsjax.llm.gilp_driver import GilpDriver
 SIDECAR = "episodes.jsonl"
 
 
-def _complete_keys(path: Path) -> set[tuple]:
+def complete_keys(path: Path) -> set[tuple]:
     """Episode keys complete in an events file; incomplete episodes and torn lines are removed
     from the file (rewritten atomically) so that appending whole episodes keeps it valid."""
     if not path.exists():
@@ -73,7 +73,7 @@ def run_real(out: str | Path, methods: Sequence[str | MethodConfig], tasks: Sequ
     if path.is_dir() or path.suffix != ".jsonl":
         path = path / E.EVENTS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    done_keys = _complete_keys(path)
+    done_keys = complete_keys(path)
     sidecar = path.with_name(SIDECAR)
     methods = [get_method(m) if isinstance(m, str) else m for m in methods]
     ran, skipped, infos = 0, 0, []

@@ -33,6 +33,13 @@ class GameProgress:
         if self._progress is not None:
             self._progress.update(self._task, completed=done)
 
+    def log(self, line: str) -> None:
+        """A line on stderr above the bar (printed through the bar's console while it shows)."""
+        if self._progress is not None:
+            self._progress.console.print(line, markup=False, highlight=False)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
     def stop(self) -> None:
         if self._progress is not None:
             self._progress.update(self._task, completed=self._done)

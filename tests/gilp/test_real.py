@@ -416,7 +416,10 @@ def test_cli_real_runs_resumes_and_writes_table_7(work, tmp_path, capsys):
                 "--llm", "ollama", "--llm-host", server.url, "--work", str(work), "--out",
                 str(out), "--json"]
         assert cli.main(argv) == 0
-        first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        captured = capsys.readouterr()
+        first = json.loads(captured.out.strip().splitlines()[-1])
+        # One line per episode above a bar of episodes done (rich, stderr).
+        assert captured.err.count("Agent-Replan ") == 4 and "4/4" in captured.err
         lines = (out / "events.jsonl").read_text()
         assert cli.main(argv) == 0                       # resume: every episode is done
         again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
