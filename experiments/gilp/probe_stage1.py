@@ -20,6 +20,7 @@ import jax
 
 from bsjax.gilp import config as C
 from bsjax.gilp.sim import calibrate as cal
+from bsjax.gilp.sim import search
 from bsjax.gilp.sim.params import load_params
 
 
@@ -39,7 +40,7 @@ def main(argv=None) -> int:
                          root_key=jax.random.key(args.run_seed))
     objective = cal.agent_objective(setup)  # the objective `gilp calibrate` fits in stage 1
     start = time.perf_counter()
-    results = objective.many([cal.with_values(base, probe) for probe in probes])
+    results = objective.many([search.with_values(base, probe) for probe in probes])
     for probe, (value, rows, _) in zip(probes, results):
         bands = {r["metric"]: [round(r["value"], 4), r["pass"]] for r in rows if r.get("band")}
         print(json.dumps({"probe": probe, "objective": round(value, 3), "bands": bands}))

@@ -15,7 +15,7 @@ from bsjax.gilp import config as C
 from bsjax.gilp import generate
 from bsjax.gilp.cli_calibrate import add_calibrate_parser, cmd_calibrate
 from bsjax.gilp.sim import calibrate as cal
-from bsjax.gilp.sim import residuals
+from bsjax.gilp.sim import residuals, search
 from bsjax.gilp.sim import targets as TG
 from bsjax.gilp.sim import token_model as TM
 from bsjax.gilp.sim.params import SimParams, load_params
@@ -72,14 +72,14 @@ def test_objective_is_deterministic_and_a_fit_improves_it():
     first, second = objective(start)[0], objective(start)[0]
     assert first == second > 0.0
     space = (("h0", 0.0, 0.6),)
-    result = cal.fit_stage(1, objective, start, space, sobol=2, nm_evals=6)
+    result = search.fit_stage(1, objective, start, space, sobol=2, nm_evals=6)
     assert result.objective < result.start_objective
     assert abs(result.values["h0"] - 0.30) < abs(0.05 - 0.30)
     assert result.evaluations <= 1 + 2 + 6
 
 
 def test_with_values_keeps_the_type_mix_a_distribution():
-    p = cal.with_values(SimParams(), {"pi_we": 0.6, "pi_dep": 0.6})
+    p = search.with_values(SimParams(), {"pi_we": 0.6, "pi_dep": 0.6})
     total = p.pi_fc + p.pi_we + p.pi_dep + p.pi_val
     assert total == pytest.approx(1.0)
     assert p.pi_fc / p.pi_val == pytest.approx(0.35 / 0.15)
@@ -128,13 +128,13 @@ def _paper_objective() -> cal.StageObjective:
     return cal.stage_objective(setup, ["Agent-Replan"], targets)
 
 
-def _fit(objective, batch: int = 1, journal: cal.Journal | None = None) -> cal.StageResult:
+def _fit(objective, batch: int = 1, journal: search.Journal | None = None) -> search.StageResult:
     # Three Sobol points (not a power of two: scipy warns) make one batch of three sets.
-    return cal.fit_stage(1, objective, SimParams(), (("h0", 0.0, 0.6),), sobol=3, nm_evals=3,
+    return search.fit_stage(1, objective, SimParams(), (("h0", 0.0, 0.6),), sobol=3, nm_evals=3,
                          batch=batch, journal=journal)
 
 
-def _same_result(a: cal.StageResult, b: cal.StageResult) -> None:
+def _same_result(a: search.StageResult, b: search.StageResult) -> None:
     assert a.values == b.values
     assert a.objective == b.objective and a.start_objective == b.start_objective
     assert a.evaluations == b.evaluations
@@ -154,7 +154,7 @@ def test_batched_evaluations_equal_one_at_a_time():
     assert len(batched.batches) < len(one.batches)
     # The objective's batch path is the single-set path, set by set.
     start = SimParams()
-    sets = [start, cal.with_values(start, {"h0": 0.45}), cal.with_values(start, {"h0": 0.02})]
+    sets = [start, search.with_values(start, {"h0": 0.45}), search.with_values(start, {"h0": 0.02})]
     many = objective.many(sets)
     for params, (value, rows, summaries) in zip(sets, many, strict=True):
         assert (value, rows, summaries) == objective(params)
@@ -166,7 +166,7 @@ def test_journal_replays_an_interrupted_calibration(tmp_path):
     objective = _paper_objective()
     path = tmp_path / "evals.jsonl"
     first = _Counting(objective)
-    reference = _fit(first, batch=1, journal=cal.Journal(path, {"run": 1}))
+    reference = _fit(first, batch=1, journal=search.Journal(path, {"run": 1}))
     assert first.sets == reference.evaluations
     written = path.read_text()
     lines = written.splitlines()
@@ -174,40 +174,40 @@ def test_journal_replays_an_interrupted_calibration(tmp_path):
     assert len(lines) == 1 + reference.evaluations
     # A re-run with the same fingerprint simulates nothing but (at most) the best point's rows.
     again = _Counting(objective)
-    _same_result(_fit(again, batch=4, journal=cal.Journal(path, {"run": 1})), reference)
+    _same_result(_fit(again, batch=4, journal=search.Journal(path, {"run": 1})), reference)
     assert again.batches == [] and again.calls <= 1 and again.sets <= 1
     assert path.read_text() == written  # nothing new to append
     # The same values in batches of one: the keys do not depend on the batching.
     again = _Counting(objective)
-    _same_result(_fit(again, batch=1, journal=cal.Journal(path, {"run": 1})), reference)
+    _same_result(_fit(again, batch=1, journal=search.Journal(path, {"run": 1})), reference)
     assert again.batches == [] and again.sets <= 1
     # A different stage is a different key.
-    assert cal.Journal(path, {"run": 1}).get(2, SimParams()) is None
-    assert cal.Journal(path, {"run": 1}).get(1, SimParams()) == reference.start_objective
+    assert search.Journal(path, {"run": 1}).get(2, SimParams()) is None
+    assert search.Journal(path, {"run": 1}).get(1, SimParams()) == reference.start_objective
     # A cut last line (an interruption mid-write) is ignored: that evaluation runs again.
     cut = written[:-25]
     path.write_text(cut)
     resumed = _Counting(objective)
-    _same_result(_fit(resumed, batch=4, journal=cal.Journal(path, {"run": 1})), reference)
+    _same_result(_fit(resumed, batch=4, journal=search.Journal(path, {"run": 1})), reference)
     assert resumed.batches == [1] and resumed.sets <= 2
     # Other settings replace the journal: nothing is replayed from it.
-    other = cal.Journal(path, {"run": 2})
+    other = search.Journal(path, {"run": 2})
     assert other.values == {}
     assert path.read_text().splitlines() == [json.dumps({"fingerprint": {"run": 2}})]
-    assert cal.Journal(path, {"run": 1}).values == {}
+    assert search.Journal(path, {"run": 1}).values == {}
 
 
 def test_journal_keeps_the_evaluation_that_replaced_a_cut_line(tmp_path):
     path = tmp_path / "evals.jsonl"
-    journal = cal.Journal(path, {"run": 1})
+    journal = search.Journal(path, {"run": 1})
     a, b = SimParams(h0=0.1), SimParams(h0=0.2)
     journal.add(1, a, 1.5)
     journal.add(1, b, 2.5)
     path.write_text(path.read_text()[:-10])  # interrupted while writing b
-    resumed = cal.Journal(path, {"run": 1})
+    resumed = search.Journal(path, {"run": 1})
     assert resumed.get(1, a) == 1.5 and resumed.get(1, b) is None
     resumed.add(1, b, 2.5)  # b simulated again
-    assert cal.Journal(path, {"run": 1}).get(1, b) == 2.5
+    assert search.Journal(path, {"run": 1}).get(1, b) == 2.5
 
 
 # --- band-scaled residuals ------------------------------------------------------------------------
@@ -252,7 +252,7 @@ def test_residual_file_has_every_row(tmp_path):
     setup = _setup()  # the same episode shapes as above: one compile
     targets = cal.drop_empty_buckets(TG.agent_targets(),
                                      np.asarray(setup.tasks["taskgraph"]["horizon"]))
-    result = cal.fit_stage(1, cal.stage_objective(setup, ["Agent-Replan"], targets), SimParams(),
+    result = search.fit_stage(1, cal.stage_objective(setup, ["Agent-Replan"], targets), SimParams(),
                            cal.STAGE1_SPACE, sobol=0, nm_evals=0)
     rows3 = TG.relation_checks(result.summaries)
     tokens = cal.fit_tokens({"taskgraph": setup.tasks["taskgraph"]}, 200)
