@@ -175,3 +175,39 @@ def test_local_model_follows_a_per_call_schema():
     reply = local.complete("Reply in JSON.", "Pick an action: fly or swim?", {"num_predict": 24},
                            schema=schema)
     assert json.loads(reply.content)["selected_action"] in ("retry(node_7)", "wait()")
+
+
+def test_local_greedy_grammar_decodes_what_llama_cpps_grammar_sampler_does():
+    """`LocalBackend` decodes a constrained greedy reply by checking the model's own choice first
+    (`local_grammar.GreedyGrammar`); from the same model state its tokens are the built-in
+    grammar sampler's, with a JSON Schema and with plain JSON mode."""
+    from llama_cpp import LogitsProcessorList
+
+    from bsjax.llm.backends import LocalBackend
+    from bsjax.llm.local_grammar import GreedyGrammar, grammar_for
+    local = LocalBackend(max_tokens=48)
+    llm = local._llm
+    schema = {"type": "object", "required": ["selected_action", "changed_nodes"],
+              "properties": {"selected_action": {"type": "string",
+                                                 "enum": ["retry(node_7)", "wait()"]},
+                             "changed_nodes": {"type": "array", "maxItems": 4,
+                                               "items": {"type": "integer", "enum": [0, 3, 7]}}}}
+    messages = [{"role": "system", "content": "Reply in JSON."},
+                {"role": "user", "content": "Node 7 failed. Pick an action and list changed nodes."}]
+    for fmt in ({"type": "json_object", "schema": schema}, {"type": "json_object"}):
+        llm.reset()  # the same state for both: a reused KV prefix can flip near-ties
+        builtin = llm.create_chat_completion(messages=messages, max_tokens=48, temperature=0.0,
+                                             response_format=fmt)
+        processor = GreedyGrammar(llm, *grammar_for(fmt.get("schema")))
+        llm.reset()
+        fast = llm.create_chat_completion(messages=messages, max_tokens=48, temperature=0.0,
+                                          logits_processor=LogitsProcessorList([processor]))
+        processor.close()
+        assert fast["choices"][0]["message"]["content"] \
+            == builtin["choices"][0]["message"]["content"]
+        steps = fast["usage"]["completion_tokens"]  # + the step that chose end-of-turn
+        assert processor.fast > 0 and processor.fast + processor.full in (steps, steps + 1)
+    llm.reset()
+    reply = local.complete("Reply in JSON.", messages[1]["content"], {"num_predict": 48},
+                           schema=schema)
+    assert json.loads(reply.content)["selected_action"] in ("retry(node_7)", "wait()")

@@ -18,10 +18,11 @@ N_GAMES = 3  # 3 boards x 1 seed
 PROBE_MARK = "PROBE:"
 
 
-def execute(name: str, probe: str, tmp_path: Path, monkeypatch) -> tuple[nbformat.NotebookNode, dict]:
-    """Run notebook `name` with the small sizes, then `probe` (code that sets a dict `probe`);
-    returns the executed notebook and the probe dict."""
-    for key, value in SMALL.items():
+def execute(name: str, probe: str, tmp_path: Path, monkeypatch,
+            env: dict[str, str] | None = None) -> tuple[nbformat.NotebookNode, dict]:
+    """Run notebook `name` with the small sizes (plus `env`), then `probe` (code that sets a dict
+    `probe`); returns the executed notebook and the probe dict."""
+    for key, value in {**SMALL, **(env or {})}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # the notebooks' run directories land here
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
@@ -118,3 +119,105 @@ probe = {{
 
     assert has_image(tagged(nb, "bar-chart"))
     assert has_image(tagged(nb, "per-board"))
+
+
+# The GILP tour at small sizes: 4 val tasks x 1 seed, an MPNN trained on the smoke profile cut to
+# 4 tasks per data split (every split the same size: one compiled rollout function).
+GILP_SMALL = {"BSJAX_NOTEBOOK_GILP_TASKS": "4", "BSJAX_NOTEBOOK_GILP_PROFILE": "smoke",
+              "BSJAX_NOTEBOOK_GILP_DATA_TASKS": "4"}
+GILP_EPISODES = 4  # 4 tasks x 1 seed
+MPNN_PARAMS = 74_632  # the README's parameter count
+
+
+def test_gilp_notebook(tmp_path, monkeypatch):
+    probe = f"""probe = {{
+    "in_tmp": str(work).startswith({str(tmp_path)!r}), "bench": bench.name, "tasks": TASKS,
+    "seeds": SEEDS, "horizon": int(task["horizon"]), "dstar": dstar0, "n_nodes": n_nodes,
+    "budget": int(task["budget"]), "n_cand": n_cand, "n_valid": int(ok.sum()),
+    "profile": profile.name, "params": summary["params"], "n_params": n_params,
+    "metrics": summary["metrics"], "checkpoint": Path(summary["checkpoint"]).is_file(),
+    "p_valid": ph1.p_valid[:n_cand].tolist(), "risk": ph1.risk[:n_cand].tolist(),
+    "value": ph1.value[:n_cand].tolist(), "skeleton": len(skeleton_rows),
+    "names": names, "results": results, "extension": extension, "same_gilp": same_gilp,
+    "trace_lengths": trace_lengths, "event_rows": len(events.read_events(events_path)),
+    "steps": {{m: s["steps"] for m, s in summaries.items()}},
+}}"""
+    nb, got = execute("03_gilp.ipynb", probe, tmp_path, monkeypatch, GILP_SMALL)
+    assert got["in_tmp"] and got["bench"] == "taskgraph"
+    assert (got["tasks"], got["seeds"]) == (4, 1)
+
+    # §2: the task's oracle distance is its horizon, within the ID range and under the budget.
+    lo, hi = 3, 10  # TaskGraph's ID horizons
+    assert got["dstar"] == got["horizon"] and lo <= got["horizon"] <= hi
+    assert got["budget"] == got["horizon"] + max(3, -(-got["horizon"] // 2))
+    assert got["n_cand"] == 3 * got["n_nodes"] and 1 <= got["n_valid"] < got["n_cand"]
+    graph = stdout(tagged(nb, "task"))
+    assert len(re.findall(r"^node_\d+ +subtask ", graph, re.MULTILINE)) == got["n_nodes"]
+    assert f"oracle distance d* = {got['dstar']}" in graph and "GOAL" in graph
+    listing = stdout(tagged(nb, "candidates"))
+    assert len(re.findall(r"^  valid +", listing, re.MULTILINE)) == got["n_valid"]
+
+    # §3: a real MPNN trained and measured on held-out transitions.
+    assert got["profile"] == "smoke-n4" and got["checkpoint"]
+    assert got["params"] == got["n_params"] == MPNN_PARAMS
+    for split in ("id", "ood", "pooled"):
+        m = got["metrics"][split]
+        for key in ("trans_acc", "valid_acc", "delta_acc_all"):
+            assert 0.0 <= m[key] <= 1.0
+        assert m["trans_acc"] <= m["valid_acc"]
+    training = stdout(tagged(nb, "training"))
+    assert f"{MPNN_PARAMS:,} parameters" in training
+    pooled = re.search(r"^pooled +([\d.]+) ", training, re.MULTILINE)
+    assert pooled and abs(float(pooled[1]) - got["metrics"]["pooled"]["trans_acc"]) < 1e-3
+
+    # §4: Phase-1 table, one row per candidate, probabilities in [0, 1], the skeleton marked.
+    assert all(0.0 <= p <= 1.0 for p in got["p_valid"] + got["risk"])
+    table = stdout(tagged(nb, "phase1"))
+    row = re.compile(r"^([VR ]) (\S+) +([\d.]+) +([-+][\d.]+) +([\d.]+)  .* \| +(True|False) ",
+                     re.MULTILINE)
+    printed = row.findall(table)
+    assert sorted(r[1] for r in printed) == sorted(got["names"])
+    assert sum(r[0] != " " for r in printed) == got["skeleton"]
+    assert sum(r[0] == "V" for r in printed) == min(4, got["n_cand"])
+    by_name = dict(zip(got["names"], zip(got["p_valid"], got["value"], got["risk"])))
+    for _, name, p_valid, value, risk, _valid in printed:
+        want = by_name[name]
+        assert abs(float(p_valid) - want[0]) < 1e-3 and abs(float(value) - want[1]) < 1e-3
+        assert abs(float(risk) - want[2]) < 1e-3
+    values = [float(r[3]) for r in printed]
+    assert values == sorted(values, reverse=True)  # sorted by predicted value
+
+    # §5: three methods on the same 4 episodes, metrics consistent with the printed table.
+    results = got["results"]
+    assert list(results) == ["Agent-Replan", "Hybrid-Full", "GILP"]
+    for method, r in results.items():
+        low, high = r["sr_ci"]
+        assert r["episodes"] == GILP_EPISODES
+        assert 0.0 <= low <= r["sr"] <= high <= 1.0
+        assert r["hsr"] is None or 0.0 <= r["hsr"] <= 1.0
+        assert 0.0 <= r["iar"] <= 1.0
+    assert results["Agent-Replan"]["calls_step"] == results["Hybrid-Full"]["calls_step"] == 1.0
+    assert results["GILP"]["calls_step"] >= 1.0  # a correction call on top of the draft
+    assert got["event_rows"] == sum(got["steps"].values())
+    assert got["trace_lengths"]["GILP"] <= got["budget"]
+    summary_row = re.compile(r"^(\S+) +(\d+) +([\d.]+) \[([\d.]+), ([\d.]+)\] +(\S+) +(\S+) +([\d.]+)$",
+                             re.MULTILINE)
+    printed = {m[0]: m[1:] for m in summary_row.findall(stdout(tagged(nb, "comparison")))}
+    assert set(printed) == set(results)
+    for method, (episodes, sr, low, high, _hsr, _iar, calls) in printed.items():
+        assert int(episodes) == GILP_EPISODES
+        assert abs(float(sr) - results[method]["sr"]) < 1e-3
+        assert abs(float(calls) - results[method]["calls_step"]) < 1e-3
+    assert has_image(tagged(nb, "bar-chart"))
+    trace = stdout(tagged(nb, "episode-trace"))
+    assert len(re.findall(r"^  t=\d+ ", trace, re.MULTILINE)) == sum(got["trace_lengths"].values())
+
+    # §6: the new methods ran from their configs; GILP's rows reproduce §5's exactly.
+    extension = got["extension"]
+    assert list(extension) == ["GILP", "GILP-rho0.4", "GILP[tau_low=0.5]"]
+    assert got["same_gilp"] and extension["GILP"] == results["GILP"]
+    for r in extension.values():
+        assert r["episodes"] == GILP_EPISODES and 0.0 <= r["sr"] <= 1.0
+    ext_table = stdout(tagged(nb, "extension"))
+    assert set(m[0] for m in summary_row.findall(ext_table)) == set(extension)
+    assert "identical to §5's: True" in ext_table

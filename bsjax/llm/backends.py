@@ -118,8 +118,9 @@ class LocalBackend:
     n_ctx: int = 4096
     max_tokens: int = 160
     seed: int = 0
-    # Grammar-constrained JSON checks Gemma's 262k-token vocabulary at every step (~10x slower
-    # on a 2-core CPU); the prompt asks for JSON and the parser extracts it instead.
+    # Grammar-constrained JSON is slower on a 2-core CPU (greedy decoding checks the model's own
+    # choice first, `local_grammar`, but a sampled reply filters the whole 262k-token vocabulary
+    # each step); the prompt asks for JSON and the parser extracts it instead.
     json_mode: bool = False
     name: str = "local"
     model: str = "gemma-3-270m-q4_k_m"
@@ -153,7 +154,15 @@ class LocalBackend:
                       max_tokens=int(options.get("num_predict", self.max_tokens)),
                       temperature=float(options.get("temperature", 0.0)),
                       seed=int(options.get("seed", self.seed)))
-        if self.json_mode or schema is not None:
+        constrained = None
+        if (self.json_mode or schema is not None) and kwargs["temperature"] == 0.0:
+            # Greedy: the same tokens as llama.cpp's grammar sampler, about twice as fast.
+            from llama_cpp import LogitsProcessorList
+
+            from bsjax.llm.local_grammar import GreedyGrammar, grammar_for
+            constrained = GreedyGrammar(self._llm, *grammar_for(schema))
+            kwargs["logits_processor"] = LogitsProcessorList([constrained])
+        elif self.json_mode or schema is not None:
             kwargs["response_format"] = {"type": "json_object"}
             if schema is not None:
                 kwargs["response_format"]["schema"] = schema
@@ -162,6 +171,9 @@ class LocalBackend:
                 reply = self._llm.create_chat_completion(**kwargs)
             except Exception as err:  # context overflow and the like
                 raise LLMError(f"llama.cpp: {err}") from err
+            finally:
+                if constrained is not None:
+                    constrained.close()
         content = reply["choices"][0]["message"].get("content") or ""
         if not content.strip():
             raise LLMError("empty reply")

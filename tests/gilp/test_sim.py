@@ -5,6 +5,8 @@ rows, retracing, and a smoke run of the hybrid methods with an untrained MPNN.""
 
 from __future__ import annotations
 
+import dataclasses
+
 import chex
 import equinox as eqx
 import jax
@@ -484,14 +486,18 @@ def test_traced_flags_and_slot_cuts_give_the_per_method_events():
     same events as a method's own compile on full-size slots."""
     model = make_backbone("MPNN", jax.random.key(0))
     root = jax.random.key(5)
-    many = sim_run.run_simulated_many(["Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1), root,
-                                      cfg=CFG)
+    # A method's skeleton k is static: GILP-k1 gets its own compile, not GILP's k = 4.
+    k1 = dataclasses.replace(GILP, name="GILP-k1", skeleton_k=1)
+    many = sim_run.run_simulated_many(["Hybrid-Full", "GILP", k1], TG, model, TG_TASKS, (0, 1),
+                                      root, cfg=CFG)
     alone = sim_run.run_simulated("GILP", TG, model, TG_TASKS, (0, 1), root, cfg=CFG,
                                   compact=False)
     assert sim_run.slot_cut(TG, graph_from_np(TG_TASKS), True) != (C.N_MAX, C.A_MAX)
-    assert [r.method for r in many] == ["Hybrid-Full", "GILP"]
+    assert [r.method for r in many] == ["Hybrid-Full", "GILP", "GILP-k1"]
     assert sim_run.records_to_events(many[1]) == sim_run.records_to_events(alone)
     assert sim_run.records_to_events(many[0]) != sim_run.records_to_events(alone)
+    gilp_rows = [{**r, "method": "GILP-k1"} for r in sim_run.records_to_events(many[1])]
+    assert sim_run.records_to_events(many[2]) != gilp_rows
 
 
 # The static-path sweep below runs by default; this traced-flags one compiles the MPNN

@@ -12,6 +12,7 @@ Keys come from `bsjax.gilp.keys` (env_key / agent_key): common random numbers ac
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Sequence
@@ -248,6 +249,7 @@ def _run_static(method: MethodConfig, bench: Bench, model, tasks, seeds, root_ke
     if method.uses_backbone and model is None:
         raise ValueError(f"{method.name} needs a backbone model")
     graphs, ids, task_index, seed_of = _episodes(tasks, seeds, task_ids)
+    cfg = dataclasses.replace(cfg, skeleton_k=method.skeleton_k)  # the method's k is static
     fn = episode_fn(method, bench, cfg, slot_cut(bench, graphs, compact))
     model = model if method.uses_backbone else None
     start = time.perf_counter()
@@ -329,15 +331,33 @@ def run_simulated_sweep(methods: Sequence[str | MethodConfig], bench: Bench, mod
     params_sets = _params_sets(params_sets)
     count = len(params_sets)
     llm = [m for m in resolved if m.llm]
+    # The skeleton's k is a static shape: methods that share it share one compiled simulator.
+    by_k: dict[int, list[MethodConfig]] = {}
+    for m in llm:
+        by_k.setdefault(m.skeleton_k, []).append(m)
     runs: dict[str, list[SimRun]] = {}
-    if model is None or len(llm) < 2:  # nothing to share: the per-method compile is smaller
-        for m in resolved:
-            # The Oracle ignores the agent's parameters: run it once for every set.
-            sets = params_sets if m.llm else params_sets[:1]
-            per_set = _run_static(m, bench, model, tasks, seeds, root_key, sets, cfg, task_ids,
-                                  episode_chunk, compact)
-            runs[m.name] = per_set if m.llm else per_set * count
-        return [[runs[m.name][p] for m in resolved] for p in range(count)]
+    for group in by_k.values():
+        if model is None or len(group) < 2:  # nothing to share: the per-method compile is smaller
+            for m in group:
+                runs[m.name] = _run_static(m, bench, model, tasks, seeds, root_key, params_sets,
+                                           cfg, task_ids, episode_chunk, compact)
+        else:
+            runs.update(_run_shared(group, bench, model, tasks, seeds, root_key, params_sets,
+                                    dataclasses.replace(cfg, skeleton_k=group[0].skeleton_k),
+                                    task_ids, episode_chunk, compact))
+    for m in resolved:
+        if not m.llm:  # the Oracle ignores the agent's parameters: run it once for every set
+            runs[m.name] = _run_static(m, bench, None, tasks, seeds, root_key, params_sets[:1],
+                                       cfg, task_ids, episode_chunk, compact) * count
+    return [[runs[m.name][p] for m in resolved] for p in range(count)]
+
+
+def _run_shared(llm: list[MethodConfig], bench: Bench, model, tasks, seeds, root_key,
+                params_sets: list[SimParams], cfg: C.GilpConfig, task_ids, episode_chunk,
+                compact) -> dict[str, list[SimRun]]:
+    """LLM methods through one traced-flags simulator, every parameter set in the same calls:
+    `{method: [SimRun per set]}`."""
+    count = len(params_sets)
     graphs, ids, task_index, seed_of = _episodes(tasks, seeds, task_ids)
     flags = stack_flags(llm)
     which = np.repeat(np.arange(len(llm)), len(task_index))
@@ -351,14 +371,8 @@ def run_simulated_sweep(methods: Sequence[str | MethodConfig], bench: Bench, mod
     # Set-major, then method-major: block (p, i) is method i under parameter set p.
     blocks = _split_runs(llm[0], bench, graphs, ids, task_index, seed_of, records,
                          count * len(llm), seconds)
-    for i, m in enumerate(llm):
-        runs[m.name] = [blocks[p * len(llm) + i]._replace(method=m.name, kind=m.kind)
-                        for p in range(count)]
-    for m in resolved:
-        if not m.llm:
-            runs[m.name] = _run_static(m, bench, None, tasks, seeds, root_key, params_sets[:1],
-                                       cfg, task_ids, episode_chunk, compact) * count
-    return [[runs[m.name][p] for m in resolved] for p in range(count)]
+    return {m.name: [blocks[p * len(llm) + i]._replace(method=m.name, kind=m.kind)
+                     for p in range(count)] for i, m in enumerate(llm)}
 
 
 # ---------------------------------------------------------------------------------------------
