@@ -140,7 +140,9 @@ def hsr(data, level: str = "committed") -> dict:
     n = len(per_episode)
     mean = _mean(per_episode)
     sd = float(np.std(per_episode, ddof=1)) if n >= 2 else None
-    ci = [mean - 1.96 * sd / math.sqrt(n), mean + 1.96 * sd / math.sqrt(n)] if n >= 2 else None
+    # Normal interval of the per-episode mean, kept inside [0, 1] (HSR is a proportion).
+    ci = [max(0.0, mean - 1.96 * sd / math.sqrt(n)), min(1.0, mean + 1.96 * sd / math.sqrt(n))] \
+        if n >= 2 else None
     return {"hsr": mean, "ci": ci, "sd": sd, "n": n, "excluded": excluded}
 
 

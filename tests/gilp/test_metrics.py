@@ -65,8 +65,12 @@ def test_hsr_excludes_no_atom_episode_and_ci():
     assert h["n"] == 3 and h["excluded"] == 1
     assert h["hsr"] == pytest.approx(0.5)
     assert h["sd"] == pytest.approx(0.5)                         # sd of (0, 0.5, 1), ddof = 1
-    half = 1.96 * 0.5 / math.sqrt(3)
-    assert h["ci"] == pytest.approx([0.5 - half, 0.5 + half])
+    half = 1.96 * 0.5 / math.sqrt(3)                            # 0.566: clipped to [0, 1]
+    assert h["ci"] == pytest.approx([max(0.0, 0.5 - half), min(1.0, 0.5 + half)]) == [0.0, 1.0]
+    narrow = M.hsr(episode([atoms(4, 4)], task=0) + episode([atoms(4, 3)], task=1)
+                   + episode([atoms(4, 4)], task=2))            # 1, 0.75, 1: sd 0.144
+    assert narrow["ci"][1] == 1.0 and narrow["ci"][0] == pytest.approx(
+        (2.75 / 3) - 1.96 * narrow["sd"] / math.sqrt(3))
     assert M.hsr_micro(rows) == pytest.approx(4 / 11)
     assert M.hsr(episode([atoms(2, 1)]))["ci"] is None           # n = 1: no CI
 
