@@ -6,6 +6,7 @@ summary (`--json`: as the last line)."""
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import time
@@ -28,6 +29,11 @@ def _llm_methods(text: str) -> list:
         raise UsageError("--methods takes LLM methods (e.g. Agent-Replan,GILP)"
                          + (f"; not an LLM method: {', '.join(not_llm)}" if not_llm else ""))
     return methods
+
+
+def wants_schema(args) -> bool:
+    """`--schema` / `--no-schema`, else on for the local model only."""
+    return args.llm == "local" if args.schema is None else bool(args.schema)
 
 
 def cmd_real(args) -> int:
@@ -63,7 +69,7 @@ def cmd_real(args) -> int:
     try:
         backend = make_gilp_backend(args.llm, args.llm_host, args.model, args.timeout,
                                     json_mode=not args.no_json_mode, n_threads=args.threads,
-                                    schema=args.schema)
+                                    schema=wants_schema(args))
     except ValueError as err:
         raise UsageError(str(err)) from None
     out.mkdir(parents=True, exist_ok=True)
@@ -112,9 +118,11 @@ def add_real_arguments(parser) -> None:
     parser.add_argument("--model", default=None, help="Ollama model name (default gemma3:270m)")
     parser.add_argument("--no-json-mode", action="store_true",
                         help="no grammar/format constraint; the parser extracts the JSON object")
-    parser.add_argument("--schema", action="store_true",
+    parser.add_argument("--schema", action=argparse.BooleanOptionalAction, default=None,
                         help="constrain each reply by a JSON Schema (structured outputs): the "
-                        "action one of that call's candidates, the imagined state over real nodes")
+                        "action one of that call's candidates, the imagined state over real "
+                        "nodes (default: on for --llm local, whose small model otherwise names "
+                        "no candidate; off for ollama, plain JSON mode as in §5.1)")
     parser.add_argument("--timeout", type=float, default=120.0, help="per-call timeout (s)")
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (local)")
     parser.add_argument("--wall-cap", type=float, default=1800.0, help="per-episode cap (s)")
@@ -132,4 +140,4 @@ def add_real_parser(gsub) -> None:
     parser.set_defaults(func=cmd_real)
 
 
-__all__ = ["add_real_arguments", "add_real_parser", "cmd_real"]
+__all__ = ["add_real_arguments", "add_real_parser", "cmd_real", "wants_schema"]

@@ -433,6 +433,18 @@ def test_cli_real_runs_resumes_and_writes_table_7(work, tmp_path, capsys):
     assert [b for b, _ in order] == [BENCH, "repairflow", BENCH, "repairflow"]
 
 
+@pytest.mark.parametrize("flags, expected", [
+    ([], True), (["--llm", "ollama"], False), (["--llm", "ollama", "--schema"], True),
+    (["--no-schema"], False)])
+def test_cli_real_constrains_the_local_model_by_default(flags, expected):
+    import argparse
+
+    from bsjax.gilp.cli_real import add_real_arguments, wants_schema
+    parser = argparse.ArgumentParser()
+    add_real_arguments(parser)
+    assert wants_schema(parser.parse_args(["--out", "x", *flags])) is expected
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--methods", "Oracle"], "not an LLM method: Oracle"),
     (["--methods", "Chess-Master"], "unknown GILP method 'Chess-Master'"),
