@@ -180,12 +180,13 @@ def _train_in_processes(args, benches: list[str], backbones: list[str], jobs: in
 
 
 def parse_methods(text: str) -> list[str]:
-    """`all` (the 13 methods and the Oracle row) or a comma list of method names, validated."""
-    from bsjax.gilp.methods import METHOD_NAMES, get_method
+    """`all` (the 13 methods and the Oracle row) or a comma list of method names (variants
+    `NAME[key=value,...]` included), validated."""
+    from bsjax.gilp.methods import METHOD_NAMES, get_method, split_methods
     if text == "all":
         return [*METHOD_NAMES, "Oracle"]
     try:
-        return [get_method(s.strip()).name for s in text.split(",") if s.strip()]
+        return [get_method(name).name for name in split_methods(text)]
     except ValueError as err:
         raise UsageError(str(err)) from None
 

@@ -12,12 +12,14 @@ the same configs:
 - `parametric`: "mpc" / "mcts" for the parametric planners, else None;
 - `oracle`: the privileged reference policy (not a paper method);
 - thresholds `tau_low`, `tau_high`, `rho_th`, `max_corrections`, `skeleton_k` (spec defaults; a
-  τ_low sweep point is `with_tau_low(get_method("GILP"), 0.25)`).
+  τ_low sweep point is `with_tau_low(get_method("GILP"), 0.25)`, the same config as the name
+  `GILP[tau_low=0.25]`: any registry method with other thresholds is a name too).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import chex
 import jax
@@ -151,16 +153,65 @@ REFERENCE: dict[str, MethodConfig] = {ORACLE.name: ORACLE}
 ALIASES = {"NoBackbone": "Agent-Replan"}
 
 
+# The thresholds a variant name may set, with the methods they act on.
+VARIANT_KEYS = {"tau_low": float, "tau_high": float, "max_corrections": int, "rho_th": float,
+                "skeleton_k": int}
+_GATE_KEYS = ("tau_low", "tau_high", "max_corrections")
+_VARIANT = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<body>[^\[\]]*)\]$")
+
+
 def get_method(name: str) -> MethodConfig:
-    """The config of a method (one of `METHOD_NAMES`, "Oracle" or an alias); ValueError if
-    unknown."""
-    name = ALIASES.get(name, name)
+    """The config of a method: one of `METHOD_NAMES`, "Oracle", an alias, or a variant
+    `NAME[key=value,...]` of one with other thresholds (`VARIANT_KEYS`, e.g.
+    `GILP[tau_low=0.5,rho_th=0.4]`); ValueError if unknown or malformed."""
+    name = ALIASES.get(name.strip(), name.strip())
     if name in METHODS:
         return METHODS[name]
     if name in REFERENCE:
         return REFERENCE[name]
+    match = _VARIANT.match(name)
+    if match:
+        return _variant(get_method(match["base"]), match["body"])
     raise ValueError(f"unknown GILP method {name!r} (choose from "
-                     f"{', '.join((*METHOD_NAMES, *REFERENCE))})")
+                     f"{', '.join((*METHOD_NAMES, *REFERENCE))}, or NAME[key=value,...])")
+
+
+def _variant(base: MethodConfig, body: str) -> MethodConfig:
+    """`base` with the thresholds of `body` ("key=value,..."), named `BASE[key=value,...]`."""
+    values: dict[str, float | int] = {}
+    for part in body.split(","):
+        key, sep, text = (x.strip() for x in part.partition("="))
+        if not sep or key not in VARIANT_KEYS:
+            raise ValueError(f"bad method variant {base.name}[{body}]: expected key=value with "
+                             f"keys from {', '.join(VARIANT_KEYS)}")
+        try:
+            values[key] = VARIANT_KEYS[key](text)
+        except ValueError:
+            raise ValueError(f"bad method variant {base.name}[{body}]: {key}={text!r} is not "
+                             f"a{'n integer' if VARIANT_KEYS[key] is int else ' number'}") from None
+    if not base.llm or not base.uses_backbone:
+        raise ValueError(f"{base.name} has no thresholds to vary (no skeleton, no gates)")
+    if not base.gated and any(k in values for k in _GATE_KEYS):
+        raise ValueError(f"{base.name} has no consistency gate: "
+                         f"{', '.join(k for k in values if k in _GATE_KEYS)} would do nothing")
+    new = dataclasses.replace(base, name=f"{base.name}[" + ",".join(
+        f"{k}={v:g}" for k, v in values.items()) + "]", **values)
+    if not 0.0 <= new.tau_low <= new.tau_high <= 1.0 or not 0.0 <= new.rho_th <= 1.0 \
+            or new.max_corrections < 0 or not 1 <= new.skeleton_k <= C.A_MAX:
+        raise ValueError(f"bad method variant {new.name}: need 0 <= tau_low <= tau_high <= 1, "
+                         f"0 <= rho_th <= 1, max_corrections >= 0, 1 <= skeleton_k <= {C.A_MAX}")
+    return new
+
+
+def split_methods(text: str) -> list[str]:
+    """A comma list of method names, commas inside a variant's brackets kept."""
+    names, depth, start = [], 0, 0
+    for i, ch in enumerate(text + ","):
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            names.append(text[start:i].strip())
+            start = i + 1
+    return [n for n in names if n]
 
 
 def with_tau_low(method: MethodConfig, tau_low: float, name: str | None = None) -> MethodConfig:

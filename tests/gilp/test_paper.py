@@ -28,19 +28,21 @@ def _last_json(capsys) -> dict:
 
 def test_run_then_report_rebuilds_the_same_tables(work, tmp_path, capsys):
     out = tmp_path / "run"
-    argv = ["gilp", "run", "--methods", "Agent-Replan,Hybrid-Full,Oracle", "--bench", "toolchain",
-            "--backbone", "MLP", "--profile", "smoke", "--work", str(work), "--out", str(out),
-            "--json"]
+    variant = "Hybrid-Full[rho_th=0.3]"  # a registry method with another threshold, by name
+    argv = ["gilp", "run", "--methods", f"Agent-Replan,Hybrid-Full,{variant},Oracle", "--bench",
+            "toolchain", "--backbone", "MLP", "--profile", "smoke", "--work", str(work), "--out",
+            str(out), "--json"]
     assert cli.main(argv) == 0
     methods = _last_json(capsys)["methods"]
-    assert set(methods) == {"Agent-Replan", "Hybrid-Full", "Oracle"}
+    assert set(methods) == {"Agent-Replan", "Hybrid-Full", variant, "Oracle"}
     # smoke: (6 ID + 4 OOD tasks) x 2 seeds
     assert all(m["episodes"] == 20 for m in methods.values())
     assert methods["Oracle"]["sr"] >= methods["Agent-Replan"]["sr"]
     assert methods["Oracle"]["hsr"] is None or methods["Oracle"]["hsr"] == 0
     table = (out / "table_1.md").read_text()
     events = sorted(p.name for p in (out / "events").iterdir())
-    assert len(events) == 6 and "Hybrid-Full__toolchain__test_ood.jsonl" in events
+    assert len(events) == 8 and "Hybrid-Full__toolchain__test_ood.jsonl" in events
+    assert f"{variant}__toolchain__test_id.jsonl" in events and f"| {variant} |" in table
     assert cli.main(["gilp", "report", str(out), "--json"]) == 0
     assert _last_json(capsys)["methods"] == methods
     assert (out / "table_1.md").read_text() == table

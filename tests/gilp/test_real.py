@@ -448,6 +448,7 @@ def test_cli_real_constrains_the_local_model_by_default(flags, expected):
 @pytest.mark.parametrize("flags, message", [
     (["--methods", "Oracle"], "not an LLM method: Oracle"),
     (["--methods", "Chess-Master"], "unknown GILP method 'Chess-Master'"),
+    (["--methods", "GILP[tau_low=2]"], "bad method variant"),
     (["--bench", "chess"], "unknown benchmark"),
     (["--tasks", "0"], "--tasks must be positive"),
     (["--llm", "gpt9"], "unknown LLM backend"),

@@ -6,6 +6,7 @@ rows, retracing, and a smoke run of the hybrid methods with an untrained MPNN.""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import chex
 import equinox as eqx
@@ -232,6 +233,30 @@ def test_method_registry():
         methods.get_method("GILP-Verifier")
     sweep = methods.with_tau_low(GILP, 0.25)
     assert sweep.tau_low == 0.25 and sweep.name != GILP.name and hash(sweep) != hash(GILP)
+
+
+def test_method_variants_by_name():
+    """`NAME[key=value,...]` is the registry method with other thresholds, everywhere a name
+    goes (CLI lists included: commas inside the brackets stay)."""
+    variant = methods.get_method(" GILP[tau_low=0.5, rho_th=0.4] ")
+    assert variant == dataclasses.replace(GILP, name="GILP[tau_low=0.5,rho_th=0.4]",
+                                          tau_low=0.5, rho_th=0.4)
+    assert methods.get_method(variant.name) == variant                  # the name round-trips
+    assert methods.get_method("GILP[tau_low=0.25]") == methods.with_tau_low(GILP, 0.25)
+    assert methods.get_method("Hybrid-Full[skeleton_k=2]").skeleton_k == 2
+    assert methods.split_methods("Agent-Replan, GILP[tau_low=0.5,rho_th=0.4],Oracle,") == [
+        "Agent-Replan", "GILP[tau_low=0.5,rho_th=0.4]", "Oracle"]
+    for bad, message in [("GILP[tau_low]", "expected key=value"),
+                         ("GILP[beta=1]", "expected key=value"),
+                         ("GILP[skeleton_k=two]", "not an integer"),
+                         ("GILP[tau_low=0.9]", "tau_low <= tau_high"),
+                         ("GILP[rho_th=1.5]", "0 <= rho_th <= 1"),
+                         ("Hybrid-Full[tau_low=0.5]", "no consistency gate"),
+                         ("Agent-Replan[rho_th=0.5]", "no thresholds"),
+                         ("Parametric-WM-MPC[skeleton_k=2]", "no thresholds"),
+                         ("Chess[rho_th=0.5]", "unknown GILP method 'Chess'")]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            methods.get_method(bad)
 
 
 def test_score_candidates_never_reads_hidden_and_is_consistent():
