@@ -207,7 +207,29 @@ def test_local_greedy_grammar_decodes_what_llama_cpps_grammar_sampler_does():
             == builtin["choices"][0]["message"]["content"]
         steps = fast["usage"]["completion_tokens"]  # + the step that chose end-of-turn
         assert processor.fast > 0 and processor.fast + processor.full in (steps, steps + 1)
+        if "schema" in fmt:  # the whole-vocabulary path ran too (the model's pick was refused)
+            assert processor.full > 0
     llm.reset()
     reply = local.complete("Reply in JSON.", messages[1]["content"], {"num_predict": 48},
                            schema=schema)
     assert json.loads(reply.content)["selected_action"] in ("retry(node_7)", "wait()")
+
+
+def test_local_constrained_decoding_fault_is_an_llm_error(monkeypatch):
+    """A fault inside the grammar processor (which llama-cpp-python would swallow, decoding on
+    unconstrained) ends the reply and surfaces as LLMError: a counted fallback, not a crash."""
+    from bsjax.llm import local_grammar
+    from bsjax.llm.backends import LocalBackend
+    calls = []
+
+    def broken(self, input_ids, scores):
+        calls.append(len(input_ids))
+        if len(calls) > 2:
+            raise RuntimeError("grammar state lost")
+        return original(self, input_ids, scores)
+
+    original = local_grammar.GreedyGrammar._constrain
+    monkeypatch.setattr(local_grammar.GreedyGrammar, "_constrain", broken)
+    with pytest.raises(LLMError, match="constrained decoding failed: grammar state lost"):
+        LocalBackend(max_tokens=24, json_mode=True).complete("Reply in JSON.", "Say hi.")
+    assert len(calls) == 3  # the reply ended at the fault

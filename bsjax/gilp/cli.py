@@ -335,7 +335,9 @@ def add_parser(sub) -> None:
     tr.add_argument("--json", action="store_true")
     tr.set_defaults(func=cmd_train)
     rn = gsub.add_parser("run", help="evaluate methods on the test splits (simulated agent)")
-    rn.add_argument("--methods", default="all", help="all, or e.g. Agent-Replan,GILP")
+    rn.add_argument("--methods", default="all",
+                    help="all, or e.g. Agent-Replan,GILP; NAME[key=value,...] for a method with "
+                    "other thresholds, e.g. 'GILP[tau_low=0.5]' (quoted in the shell)")
     _bench_and_profile(rn, "the trained backbone (default MPNN)")
     rn.add_argument("--seeds", type=int, default=None, help="seeds per task (default: profile)")
     rn.add_argument("--run-seed", type=int, default=0, help="root key of the run (default 0)")

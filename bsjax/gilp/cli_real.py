@@ -72,7 +72,20 @@ def cmd_real(args) -> int:
                                     schema=wants_schema(args))
     except ValueError as err:
         raise UsageError(str(err)) from None
+    # What decides an episode's replies: a resume under other settings would mix two runs.
+    settings = {"llm": args.llm, "model": str(getattr(backend, "model", "")),
+                "json_mode": not args.no_json_mode, "schema": wants_schema(args),
+                "backbone": backbone[0], "profile": profile.name}
+    run_json = out / "run.json"
+    if run_json.is_file():
+        recorded = json.loads(run_json.read_text())
+        changed = sorted(k for k in settings if recorded.get(k) != settings[k])
+        if changed:
+            raise UsageError(f"{out} holds a run with other settings ({', '.join(changed)}); "
+                             "use a new --out")
     out.mkdir(parents=True, exist_ok=True)
+    if not run_json.is_file():  # a directory from before settings were recorded is adopted
+        run_json.write_text(json.dumps(settings, indent=1) + "\n")
     driver = GilpDriver(backend, CallCache(out / "calls.jsonl"))
     start = time.perf_counter()
     # Task i of every benchmark before task i + 1 of any: a run stopped part-way (hours on a
@@ -81,9 +94,10 @@ def cmd_real(args) -> int:
     tasks = [t for group in itertools.zip_longest(*per_bench) for t in group if t is not None]
     events = out / "events.jsonl"
     planned = {(m.name, t.bench, t.split, t.task, 0) for t in tasks for m in methods}
-    total, done = len(planned), [len(planned & real_runs.complete_keys(events))]
+    total, done = len(planned), [len(planned & real_runs.complete_keys(events, repair=False))]
     progress = GameProgress("episodes", delay=0.0)
     progress.start(total, done[0])
+    progress.update(done[0])  # shown now, not after the first episode (minutes on a CPU)
 
     def episode_done(line: str) -> None:
         done[0] += 1
@@ -112,12 +126,15 @@ def add_real_arguments(parser) -> None:
     """The flags of `bsjax gilp real` (also `python -m bsjax.gilp.real`)."""
     parser.add_argument("--bench", default="all", help="all, or e.g. taskgraph,toolchain")
     parser.add_argument("--tasks", type=int, default=20, help="tasks per benchmark (T7: 20)")
-    parser.add_argument("--methods", default=DEFAULT_METHODS, help="LLM methods (T7: the default)")
+    parser.add_argument("--methods", default=DEFAULT_METHODS,
+                        help="LLM methods (T7: the default); NAME[key=value,...] for other "
+                        "thresholds, quoted in the shell")
     parser.add_argument("--llm", default="local", help="local (embedded) | ollama | none")
     parser.add_argument("--llm-host", default=None, help="Ollama server URL")
     parser.add_argument("--model", default=None, help="Ollama model name (default gemma3:270m)")
     parser.add_argument("--no-json-mode", action="store_true",
-                        help="no grammar/format constraint; the parser extracts the JSON object")
+                        help="no JSON-mode constraint (with --no-schema: no constraint at all); "
+                        "the parser extracts the JSON object")
     parser.add_argument("--schema", action=argparse.BooleanOptionalAction, default=None,
                         help="constrain each reply by a JSON Schema (structured outputs): the "
                         "action one of that call's candidates, the imagined state over real "

@@ -153,54 +153,61 @@ REFERENCE: dict[str, MethodConfig] = {ORACLE.name: ORACLE}
 ALIASES = {"NoBackbone": "Agent-Replan"}
 
 
-# The thresholds a variant name may set, with the methods they act on.
-VARIANT_KEYS = {"tau_low": float, "tau_high": float, "max_corrections": int, "rho_th": float,
+# The thresholds a name `METHOD[key=value,...]` may set (in this order in canonical names).
+THRESHOLD_KEYS = {"tau_low": float, "tau_high": float, "max_corrections": int, "rho_th": float,
                 "skeleton_k": int}
 _GATE_KEYS = ("tau_low", "tau_high", "max_corrections")
-_VARIANT = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<body>[^\[\]]*)\]$")
+_THRESHOLD_NAME = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<body>[^\[\]]*)\]$")
 
 
 def get_method(name: str) -> MethodConfig:
     """The config of a method: one of `METHOD_NAMES`, "Oracle", an alias, or a variant
-    `NAME[key=value,...]` of one with other thresholds (`VARIANT_KEYS`, e.g.
+    `NAME[key=value,...]` of one with other thresholds (`THRESHOLD_KEYS`, e.g.
     `GILP[tau_low=0.5,rho_th=0.4]`); ValueError if unknown or malformed."""
     name = ALIASES.get(name.strip(), name.strip())
     if name in METHODS:
         return METHODS[name]
     if name in REFERENCE:
         return REFERENCE[name]
-    match = _VARIANT.match(name)
+    match = _THRESHOLD_NAME.match(name)
     if match:
-        return _variant(get_method(match["base"]), match["body"])
+        return _with_thresholds(get_method(match["base"]), match["body"])
     raise ValueError(f"unknown GILP method {name!r} (choose from "
                      f"{', '.join((*METHOD_NAMES, *REFERENCE))}, or NAME[key=value,...])")
 
 
-def _variant(base: MethodConfig, body: str) -> MethodConfig:
+def _with_thresholds(base: MethodConfig, body: str) -> MethodConfig:
     """`base` with the thresholds of `body` ("key=value,..."), named `BASE[key=value,...]`."""
     values: dict[str, float | int] = {}
     for part in body.split(","):
         key, sep, text = (x.strip() for x in part.partition("="))
-        if not sep or key not in VARIANT_KEYS:
+        if key in values:
+            raise ValueError(f"bad method variant {base.name}[{body}]: {key} given twice")
+        if not sep or key not in THRESHOLD_KEYS:
             raise ValueError(f"bad method variant {base.name}[{body}]: expected key=value with "
-                             f"keys from {', '.join(VARIANT_KEYS)}")
+                             f"keys from {', '.join(THRESHOLD_KEYS)}")
         try:
-            values[key] = VARIANT_KEYS[key](text)
+            values[key] = THRESHOLD_KEYS[key](text)
         except ValueError:
             raise ValueError(f"bad method variant {base.name}[{body}]: {key}={text!r} is not "
-                             f"a{'n integer' if VARIANT_KEYS[key] is int else ' number'}") from None
+                             f"a{'n integer' if THRESHOLD_KEYS[key] is int else ' number'}") from None
     if not base.llm or not base.uses_backbone:
         raise ValueError(f"{base.name} has no thresholds to vary (no skeleton, no gates)")
     if not base.gated and any(k in values for k in _GATE_KEYS):
         raise ValueError(f"{base.name} has no consistency gate: "
                          f"{', '.join(k for k in values if k in _GATE_KEYS)} would do nothing")
-    new = dataclasses.replace(base, name=f"{base.name}[" + ",".join(
-        f"{k}={v:g}" for k, v in values.items()) + "]", **values)
+    new = dataclasses.replace(base, name=threshold_name(base.name, values), **values)
     if not 0.0 <= new.tau_low <= new.tau_high <= 1.0 or not 0.0 <= new.rho_th <= 1.0 \
             or new.max_corrections < 0 or not 1 <= new.skeleton_k <= C.A_MAX:
         raise ValueError(f"bad method variant {new.name}: need 0 <= tau_low <= tau_high <= 1, "
                          f"0 <= rho_th <= 1, max_corrections >= 0, 1 <= skeleton_k <= {C.A_MAX}")
     return new
+
+
+def threshold_name(base: str, values: dict[str, float | int]) -> str:
+    """The canonical name of `base` with other thresholds: keys in `THRESHOLD_KEYS` order,
+    numbers written so that they read back exactly (`GILP[tau_low=0.5,rho_th=0.4]`)."""
+    return f"{base}[" + ",".join(f"{k}={values[k]!r}" for k in THRESHOLD_KEYS if k in values) + "]"
 
 
 def split_methods(text: str) -> list[str]:
@@ -219,7 +226,8 @@ def with_tau_low(method: MethodConfig, tau_low: float, name: str | None = None) 
     if not method.gated:
         raise ValueError(f"{method.name} has no consistency gate")
     return dataclasses.replace(method, tau_low=float(tau_low),
-                               name=name or f"{method.name}[tau_low={tau_low:g}]")
+                               name=name or threshold_name(method.name,
+                                                           {"tau_low": float(tau_low)}))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ Definitions in brief (k = t + 1):
 - SR: fraction of episodes whose last row has `success`; 95% Wilson CI (bsjax.report.stats).
 - HSR: per episode #hallucinated committed atoms / #committed atoms, averaged over episodes with
   >= 1 atom (the rest are counted in `excluded`); CI mean ± 1.96·sd/√n with the sample sd
-  (ddof = 1; no CI for n < 2). HSR_micro pools atoms; HSR_draft is HSR on `draft_atoms`; HSR_all
-  uses every atom of every call (`halluc_calls`, else the draft plus, on a corrected or
+  (ddof = 1; no CI for n < 2), kept within [0, 1]. HSR_micro pools atoms; HSR_draft is HSR on
+  `draft_atoms`; HSR_all uses every atom of every call (`halluc_calls`, else the draft plus, on a corrected or
   risk-gated step, the committed output).
 - PD: for each committed hallucinated atom (v, s) of step t, the number of later steps t' whose
   `live_atoms` hold [v, s], counted until the first step where it is not live; a later committed

@@ -2,8 +2,8 @@
 
 Host-side, as DESIGN.md's "one turn": per step, the host renders prompts from host copies, calls
 the LLM through `bsjax.llm.gilp_driver`, runs the pure gate functions (`planners.gate`, on the
-host's CPU device), and then makes ONE jitted call that executes the chosen action in the true
-environment, scores the next state's candidates with the backbone (Phase 1,
+host's CPU device; both in `real_phases.decide`), and then makes ONE jitted call that executes
+the chosen action in the true environment, scores the next state's candidates with the backbone (Phase 1,
 `planners.skeleton.score_candidates`) and computes the step's small summaries (supports of every
 call's action on the *true* graph, ρ*, outcome, the observed next graph); ONE `jax.device_get`
 brings those summaries to the host. No `pure_callback`; the LLM is called between jitted steps.

@@ -17,9 +17,10 @@ from bsjax.llm.gilp_driver import GilpDriver
 SIDECAR = "episodes.jsonl"
 
 
-def complete_keys(path: Path) -> set[tuple]:
-    """Episode keys complete in an events file; incomplete episodes and torn lines are removed
-    from the file (rewritten atomically) so that appending whole episodes keeps it valid."""
+def complete_keys(path: Path, repair: bool = True) -> set[tuple]:
+    """Episode keys complete in an events file; with `repair`, incomplete episodes and torn lines
+    are removed from the file (rewritten atomically) so that appending whole episodes keeps it
+    valid."""
     if not path.exists():
         return set()
     lines = path.read_text().splitlines()
@@ -42,7 +43,7 @@ def complete_keys(path: Path) -> set[tuple]:
                 and not any(r.get("done") for r in rows if r is not last):
             complete.add(key)
     keep = [line for line, _, key in parsed if key in complete]
-    if len(keep) != len(lines):
+    if repair and len(keep) != len(lines):
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text("".join(line + "\n" for line in keep))
         os.replace(tmp, path)

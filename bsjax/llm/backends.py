@@ -154,22 +154,24 @@ class LocalBackend:
                       max_tokens=int(options.get("num_predict", self.max_tokens)),
                       temperature=float(options.get("temperature", 0.0)),
                       seed=int(options.get("seed", self.seed)))
-        constrained = None
-        if (self.json_mode or schema is not None) and kwargs["temperature"] == 0.0:
-            # Greedy: the same tokens as llama.cpp's grammar sampler, about twice as fast.
-            from llama_cpp import LogitsProcessorList
-
-            from bsjax.llm.local_grammar import GreedyGrammar, grammar_for
-            constrained = GreedyGrammar(self._llm, *grammar_for(schema))
-            kwargs["logits_processor"] = LogitsProcessorList([constrained])
-        elif self.json_mode or schema is not None:
+        greedy = (self.json_mode or schema is not None) and kwargs["temperature"] == 0.0
+        if not greedy and (self.json_mode or schema is not None):
             kwargs["response_format"] = {"type": "json_object"}
             if schema is not None:
                 kwargs["response_format"]["schema"] = schema
         with _LOCAL_LOCK:
+            constrained = None
             try:
+                if greedy:  # the same tokens as llama.cpp's grammar sampler, about twice as fast
+                    from llama_cpp import LogitsProcessorList
+
+                    from bsjax.llm.local_grammar import GreedyGrammar, grammar_for
+                    constrained = GreedyGrammar(self._llm, *grammar_for(schema))
+                    kwargs["logits_processor"] = LogitsProcessorList([constrained])
                 reply = self._llm.create_chat_completion(**kwargs)
-            except Exception as err:  # context overflow and the like
+                if constrained is not None:
+                    constrained.check()
+            except Exception as err:  # context overflow, a rejected grammar and the like
                 raise LLMError(f"llama.cpp: {err}") from err
             finally:
                 if constrained is not None:

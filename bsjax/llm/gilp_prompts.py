@@ -52,7 +52,7 @@ def response_schema(candidates: Sequence[str] | None = None,
     through `changed_nodes` and `node_<id>_new_status` keys.
     """
     action: dict = {"type": "string"}
-    if candidates is not None:
+    if candidates:  # (an empty enum would make an empty grammar rule)
         action = {"type": "string", "enum": list(dict.fromkeys(candidates))}
     if node_ids is None:
         # Node ids are slots 0..N_MAX-1 and a step changes at most every node: bounding the

@@ -39,10 +39,12 @@ class GreedyGrammar:
 
     Call with `(input_ids, scores)` at each step (scores indexed by token id); returns scores with
     every token but the step's choice at -inf. The tokens appended since the previous call (the
-    previous choice) are fed to the grammar first. Use once per completion, then `close()`.
+    previous choice) are fed to the grammar first. Use once per completion, then `check()` and
+    `close()`.
 
     Attributes:
       fast, full: steps decided by the one-token check / by filtering the whole vocabulary.
+      error: what went wrong while decoding, if anything (the reply was ended there).
     """
 
     def __init__(self, llm, grammar: str, root: str = "root"):
@@ -55,13 +57,32 @@ class GreedyGrammar:
         self._seen: int | None = None
         self._one = (llama_cpp.llama_token_data * 1)()
         self._full: np.ndarray | None = None
+        self._end = int(llm.token_eos())
         self.fast = self.full = 0
+        self.error: Exception | None = None
 
     def _apply(self, data, size: int) -> None:
         array = self._lib.llama_token_data_array(data=data, size=size, selected=-1, sorted=False)
         self._lib.llama_sampler_apply(self._sampler, ctypes.byref(array))
 
     def __call__(self, input_ids, scores: np.ndarray) -> np.ndarray:
+        # llama-cpp-python calls this through ctypes and ignores what it raises (decoding would
+        # go on unconstrained): keep the error, end the reply, let `check()` raise it.
+        if self.error is None:
+            try:
+                return self._constrain(input_ids, scores)
+            except Exception as err:  # noqa: BLE001 — reported by check()
+                self.error = err
+        out = np.full_like(scores, -np.inf)
+        out[self._end] = 0.0
+        return out
+
+    def check(self) -> None:
+        """Raise what went wrong while decoding (the reply is then cut short)."""
+        if self.error is not None:
+            raise RuntimeError(f"constrained decoding failed: {self.error}")
+
+    def _constrain(self, input_ids, scores: np.ndarray) -> np.ndarray:
         n = len(input_ids)
         if self._seen is not None:
             for token in input_ids[self._seen:n]:
@@ -80,6 +101,8 @@ class GreedyGrammar:
             self._full["logit"], self._full["p"] = scores, 0.0
             self._apply(self._full.ctypes.data_as(ctypes.POINTER(self._lib.llama_token_data)),
                         len(scores))
+            if not np.isfinite(self._full["logit"]).any():
+                raise ValueError("the grammar allows no token here")
             choice = int(np.argmax(self._full["logit"]))
         out = np.full_like(scores, -np.inf)
         out[choice] = scores[choice]

@@ -13,6 +13,7 @@ flat `{backbone: {...}}` of one scope. None = not measured: the bar is absent an
 
 from __future__ import annotations
 
+import glob
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -71,7 +72,8 @@ def run_rows(run_dir: str | Path, methods: Sequence[str]) -> list[dict]:
     """Event rows of `methods` from a harness run dir (`events/METHOD__BENCH__SPLIT.jsonl`)."""
     rows = []
     for method in methods:
-        for path in sorted((Path(run_dir) / "events").glob(f"{method}__*.jsonl")):
+        # Variant names (`GILP[tau_low=0.5]`) hold brackets: match them literally.
+        for path in sorted((Path(run_dir) / "events").glob(f"{glob.escape(method)}__*.jsonl")):
             rows.extend(read_events(path))
     return rows
 
@@ -91,7 +93,7 @@ def _present(summary: dict, methods: Sequence[str], key: str) -> list[str]:
 
 def f1_horizons(summary: dict, path: Path, rows=None, methods=F1_METHODS) -> Path | None:
     """SR (Wilson 95% bars) and HSR per oracle-horizon bucket, one line per method. With `rows`,
-    the HSR points get their per-episode CI (mean ± 1.96·sd/√n)."""
+    the HSR points get their per-episode CI (mean ± 1.96·sd/√n, within [0, 1])."""
     methods = _present(summary, methods, "sr_buckets")
     if not methods:
         return None

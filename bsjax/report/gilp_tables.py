@@ -164,7 +164,7 @@ def table1(summary: dict, methods=None) -> Table:
         rows.append(row)
     notes = [_PAPER_NOTE,
              "SR: Wilson 95% CI. HSR: mean over episodes with >= 1 committed atom, CI mean ± "
-             "1.96·sd/√n; `HSR excl.` counts episodes without atoms. PD is undefined (—) for "
+             "1.96·sd/√n within [0, 1]; `HSR excl.` counts episodes without atoms. PD is undefined (—) for "
              "planners without belief. Tokens in thousands; the sim never inflates tokens, so "
              "token columns compare with the paper by ratio only."]
     return Table("table_1", "Table 1 — main comparison (sim, test split)", cols, rows, notes)

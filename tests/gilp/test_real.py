@@ -423,7 +423,11 @@ def test_cli_real_runs_resumes_and_writes_table_7(work, tmp_path, capsys):
         lines = (out / "events.jsonl").read_text()
         assert cli.main(argv) == 0                       # resume: every episode is done
         again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        # A resume whose replies would be decoded otherwise is refused, nothing written.
+        assert cli.main([*argv, "--schema"]) == 2
+        assert "other settings (schema)" in capsys.readouterr().err
     assert (out / "events.jsonl").read_text() == lines
+    assert json.loads((out / "run.json").read_text())["schema"] is False
     assert again["methods"] == first["methods"] and set(first["methods"]) == {"Agent-Replan"}
     assert first["by_benchmark"][BENCH]["Agent-Replan"]["n"] == 2
     assert f"| {BENCH} | 2/0 |" in (out / "table_7.md").read_text()   # n agent / n GILP

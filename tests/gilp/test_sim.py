@@ -242,12 +242,17 @@ def test_method_variants_by_name():
     assert variant == dataclasses.replace(GILP, name="GILP[tau_low=0.5,rho_th=0.4]",
                                           tau_low=0.5, rho_th=0.4)
     assert methods.get_method(variant.name) == variant                  # the name round-trips
+    # One config, one name: keys in THRESHOLD_KEYS order, numbers that read back exactly.
+    assert methods.get_method("GILP[rho_th=0.4,tau_low=0.5]") == variant
+    odd = methods.get_method("GILP[tau_low=0.1234567891]")
+    assert methods.get_method(odd.name) == odd and odd.tau_low == 0.1234567891
     assert methods.get_method("GILP[tau_low=0.25]") == methods.with_tau_low(GILP, 0.25)
     assert methods.get_method("Hybrid-Full[skeleton_k=2]").skeleton_k == 2
     assert methods.split_methods("Agent-Replan, GILP[tau_low=0.5,rho_th=0.4],Oracle,") == [
         "Agent-Replan", "GILP[tau_low=0.5,rho_th=0.4]", "Oracle"]
     for bad, message in [("GILP[tau_low]", "expected key=value"),
                          ("GILP[beta=1]", "expected key=value"),
+                         ("GILP[tau_low=0.2,tau_low=0.3]", "tau_low given twice"),
                          ("GILP[skeleton_k=two]", "not an integer"),
                          ("GILP[tau_low=0.9]", "tau_low <= tau_high"),
                          ("GILP[rho_th=1.5]", "0 <= rho_th <= 1"),
@@ -513,16 +518,16 @@ def test_traced_flags_and_slot_cuts_give_the_per_method_events():
     root = jax.random.key(5)
     # A method's skeleton k is static: GILP-k1 gets its own compile, not GILP's k = 4.
     k1 = dataclasses.replace(GILP, name="GILP-k1", skeleton_k=1)
-    many = sim_run.run_simulated_many(["Hybrid-Full", "GILP", k1], TG, model, TG_TASKS, (0, 1),
+    many = sim_run.run_simulated_many([k1, "Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1),
                                       root, cfg=CFG)
     alone = sim_run.run_simulated("GILP", TG, model, TG_TASKS, (0, 1), root, cfg=CFG,
                                   compact=False)
     assert sim_run.slot_cut(TG, graph_from_np(TG_TASKS), True) != (C.N_MAX, C.A_MAX)
-    assert [r.method for r in many] == ["Hybrid-Full", "GILP", "GILP-k1"]
-    assert sim_run.records_to_events(many[1]) == sim_run.records_to_events(alone)
-    assert sim_run.records_to_events(many[0]) != sim_run.records_to_events(alone)
-    gilp_rows = [{**r, "method": "GILP-k1"} for r in sim_run.records_to_events(many[1])]
-    assert sim_run.records_to_events(many[2]) != gilp_rows
+    assert [r.method for r in many] == ["GILP-k1", "Hybrid-Full", "GILP"]  # the order given
+    assert sim_run.records_to_events(many[2]) == sim_run.records_to_events(alone)
+    assert sim_run.records_to_events(many[1]) != sim_run.records_to_events(alone)
+    gilp_rows = [{**r, "method": "GILP-k1"} for r in sim_run.records_to_events(many[2])]
+    assert sim_run.records_to_events(many[0]) != gilp_rows
 
 
 # The static-path sweep below runs by default; this traced-flags one compiles the MPNN

@@ -250,7 +250,7 @@ def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfi
     # Phase 4: risk gate.
     high = gated & method.risk_gate & parsed & (rho_eff > method.rho_th)
     low = gate.low_risk_subset(ph1.value, ph1.risk, ph1.p_valid, amask, index1, method.rho_th,
-                               k=4)
+                               k=cfg.skeleton_k)  # the method's k (`run` sets it), as real_phases
     fired = high & jnp.any(low)
     risk_fail = fired & (unif(7) < params.p_parse)
     best_low, _ = choice.best(j_tilde, low)

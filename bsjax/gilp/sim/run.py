@@ -292,7 +292,8 @@ def run_simulated_many(methods: Sequence[str | MethodConfig], bench: Bench, mode
                        seeds: Sequence[int], root_key: jax.Array, params: SimParams | None = None,
                        cfg: C.GilpConfig = C.GilpConfig(), task_ids: Sequence[int] | None = None,
                        episode_chunk: int | None = None, compact: bool = True) -> list[SimRun]:
-    """Simulate several methods on the same episodes with one compiled function.
+    """Simulate several methods on the same episodes with one compiled function (per skeleton
+    size `skeleton_k`, a static shape).
 
     LLM methods run together through the traced-flags simulator (their episodes are stacked
     method-major and chunked; every method sees the same common random numbers), so adding a
