@@ -57,8 +57,8 @@ class Reply(NamedTuple):
 
 
 def _try_object(text: str):
-    try:
-        value = json.loads(text)
+    try:  # strict=False: a raw newline inside a string (small models write them) is kept
+        value = json.loads(text, strict=False)
     except (ValueError, RecursionError, TypeError):
         return None
     return value if isinstance(value, dict) else None

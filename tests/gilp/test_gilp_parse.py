@@ -44,6 +44,8 @@ def test_clean_reply():
     '```JSON {"selected_action": "skip(node_5)", "confidence": 0.4}```',
     'Sure! {"selected_action": "skip(node_5)", "confidence": 0.4} Hope this helps.',
     '{"selected_action": "skip(node_5)",\n "confidence": 0.4}\n\nI chose to skip the distractor.',
+    # A raw newline inside a string (Gemma 3 270M writes them; strict JSON forbids them).
+    '{"selected_action": "skip(node_5)", "reasoning": "one or two sentences;\n" ,"confidence": 0.4}',
 ])
 def test_extraction(text):
     out = parse(text)
