@@ -42,6 +42,7 @@ def cmd_real(args) -> int:
     from bsjax.gilp import real as R
     from bsjax.gilp import real_runs, real_tasks
     from bsjax.gilp.cli import parse_backbones, parse_benchmarks
+    from bsjax.harness.gilp import config_changes
     from bsjax.llm.call_cache import CallCache
     from bsjax.llm.gilp_driver import GilpDriver, make_gilp_backend
     from bsjax.report import gilp_tables
@@ -66,23 +67,22 @@ def cmd_real(args) -> int:
             models = {b: pipeline.load_backbone(work, b, backbone[0], profile) for b in benches}
         except FileNotFoundError as err:
             raise UsageError(str(err)) from None
+    schema = wants_schema(args)
     try:
         backend = make_gilp_backend(args.llm, args.llm_host, args.model, args.timeout,
                                     json_mode=not args.no_json_mode, n_threads=args.threads,
-                                    schema=wants_schema(args))
+                                    schema=schema)
     except ValueError as err:
         raise UsageError(str(err)) from None
     # What decides an episode's replies: a resume under other settings would mix two runs.
     settings = {"llm": args.llm, "model": str(getattr(backend, "model", "")),
-                "json_mode": not args.no_json_mode, "schema": wants_schema(args),
+                "json_mode": not args.no_json_mode, "schema": schema,
                 "backbone": backbone[0], "profile": profile.name}
     run_json = out / "run.json"
-    if run_json.is_file():
-        recorded = json.loads(run_json.read_text())
-        changed = sorted(k for k in settings if recorded.get(k) != settings[k])
-        if changed:
-            raise UsageError(f"{out} holds a run with other settings ({', '.join(changed)}); "
-                             "use a new --out")
+    changed = config_changes(run_json, settings)
+    if changed:
+        raise UsageError(f"{out} holds a run with other settings ({', '.join(changed)}); "
+                         "use a new --out")
     out.mkdir(parents=True, exist_ok=True)
     if not run_json.is_file():  # a directory from before settings were recorded is adopted
         run_json.write_text(json.dumps(settings, indent=1) + "\n")

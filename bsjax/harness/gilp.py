@@ -37,6 +37,15 @@ def unit_path(out: Path, method: str, bench: str, split: str) -> Path:
     return Path(out) / "events" / f"{method}__{bench}__{split}.jsonl"
 
 
+def config_changes(run_json: Path, config: dict) -> list[str]:
+    """Keys of `config` whose value differs from the run recorded in `run_json` (none when there
+    is no record): a resume under another configuration would mix two runs."""
+    if not Path(run_json).is_file():
+        return []
+    previous = json.loads(Path(run_json).read_text())
+    return sorted(k for k in config if previous.get(k) != config[k])
+
+
 def _write_atomic(path: Path, rows: list[dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -108,10 +117,8 @@ def run(out: Path, work: Path, methods: Sequence[str], benches: Sequence[str],
               "params": params_digest(params)}
     out.mkdir(parents=True, exist_ok=True)
     run_json = out / "run.json"
-    if run_json.exists() and resume:
-        previous = json.loads(run_json.read_text())
-        if {k: previous.get(k) for k in config} != config:
-            raise ValueError(f"{out} holds a run with another configuration; use a new --out")
+    if resume and config_changes(run_json, config):
+        raise ValueError(f"{out} holds a run with another configuration; use a new --out")
     run_json.write_text(json.dumps(config, indent=1) + "\n")
     root = jax.random.key(run_seed)
     wall = {}
