@@ -17,7 +17,7 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 R=results/gpu
 mkdir -p "$R"
 python3 -c "import jax; print(jax.__version__, jax.devices())"
-bsjax() { python3 -c "import sys; from bsjax.cli import main; sys.exit(main())" "$@"; }
+
 left() { echo $((end - SECONDS)); }
 stage() {  # stage NAME CMD...: run CMD within the time left, timing it
     local name=$1; shift
@@ -28,7 +28,7 @@ stage() {  # stage NAME CMD...: run CMD within the time left, timing it
     echo "== $name: rc $? in $((SECONDS - t0)) s"
 }
 resume=""; [ -f "$R/mcts/run.json" ] && resume=--resume
-stage mcts bsjax gilp run --methods Parametric-WM-MCTS --bench all --profile paper --seeds 8 \
+stage mcts python3 -c "import sys; from bsjax.cli import main; sys.exit(main())" gilp run --methods Parametric-WM-MCTS --bench all --profile paper --seeds 8 \
     --params calibrated --work .gilpwork --out "$R/mcts" $resume
 stage tau python3 experiments/gilp/tau_sweep.py --work .gilpwork --params calibrated --seeds 8 \
     --out "$R/tau"
