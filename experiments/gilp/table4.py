@@ -6,12 +6,16 @@ alone with a chosen number of seeds (the full plan's 8 seeds x 6 backbones is GP
     python experiments/gilp/table4.py --work .gilpwork --params PARAMS.json --seeds 2 --out DIR
 
 Resumable: each backbone's run directory is continued (`bsjax.gilp.paper.table4_runs`).
+Several processes may run different `--backbones` into the same DIR at once (each then writes a
+table of its own backbones); `--render-only` afterwards builds the table of every backbone that
+has a finished run under DIR/backbones/ from their summary.json files, running nothing.
 Writes DIR/backbones.json, DIR/table_4.md|csv and DIR/f4_backbones.png.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -30,10 +34,14 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--backbones", default=",".join(paper.ALL_BACKBONES))
     parser.add_argument("--profile", default="paper")
+    parser.add_argument("--render-only", action="store_true",
+                        help="tabulate the finished runs under OUT/backbones/, run nothing")
     args = parser.parse_args(argv)
     work, out = Path(args.work), Path(args.out)
     profile = pipeline.get_profile(args.profile)
     names = [n for n in args.backbones.split(",") if n]
+    if args.render_only:
+        names = [n for n in names if (out / "backbones" / n / "summary.json").exists()]
     benches = list(C.BENCHMARKS)
     params = {b: load_params(args.params, b) for b in benches}
     plan = paper.PaperPlan(profile.name, tuple(names), tuple(names), None, (), 0, 0)
@@ -41,7 +49,11 @@ def main(argv=None) -> int:
                              file=sys.stderr, flush=True)
     start = time.perf_counter()
     trained = paper.train_all(work, benches, plan, log)  # loads the existing checkpoints
-    runs = paper.table4_runs(out, work, names, benches, profile, params, seeds=args.seeds, log=log)
+    if args.render_only:
+        runs = {n: json.loads((out / "backbones" / n / "summary.json").read_text()) for n in names}
+    else:
+        runs = paper.table4_runs(out, work, names, benches, profile, params, seeds=args.seeds,
+                                 log=log)
     backbones = paper.backbone_table(trained, runs)
     pipeline.atomic_json(out / "backbones.json", backbones)
     gilp_tables.write_table(gilp_tables.table4(backbones), out)
