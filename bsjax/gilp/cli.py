@@ -227,12 +227,30 @@ def _print_summary(summary: dict, out: Path, as_json: bool) -> None:
     print(f"-> {out}")
 
 
+def _report_real(out: Path, as_json: bool) -> int:
+    """`gilp report` of a `gilp real` run (T7): its table and summary.json from the finished
+    episodes, also while the run is still going."""
+    from bsjax.gilp import real_runs
+    try:
+        summary = real_runs.report_real(out)
+    except (ValueError, KeyError, TypeError) as err:
+        raise UsageError(f"cannot report {out}: {err}") from None
+    if as_json:
+        print(json.dumps({"out": str(out), **summary}, default=float))
+    else:
+        print((out / "table_7.md").read_text())
+        print(f"-> {out}")
+    return 0
+
+
 def cmd_report(args) -> int:
     """Rebuild summary.json and the tables of a GILP run from its event files."""
     from bsjax.harness import gilp as harness
     out = Path(args.run_dir)
+    if not (out / "events").is_dir() and (out / "events.jsonl").is_file():
+        return _report_real(out, args.json)
     if not (out / "events").is_dir():
-        raise UsageError(f"{out} is not a GILP run directory (no events/)")
+        raise UsageError(f"{out} is not a GILP run directory (no events/ or events.jsonl)")
     try:
         summary = harness.report(out)
     except ValueError as err:
@@ -366,7 +384,8 @@ def add_parser(sub) -> None:
     pp.add_argument("--resume", action="store_true", help="continue an interrupted run")
     pp.add_argument("--json", action="store_true", help="print the result JSON as the last line")
     pp.set_defaults(func=cmd_paper)
-    rp = gsub.add_parser("report", help="rebuild the tables of a GILP run from its events")
+    rp = gsub.add_parser("report", help="rebuild the tables of a GILP run (gilp run, or "
+                         "gilp real: T7) from its events")
     rp.add_argument("run_dir")
     rp.add_argument("--json", action="store_true")
     rp.set_defaults(func=cmd_report)

@@ -45,7 +45,6 @@ def cmd_real(args) -> int:
     from bsjax.harness.gilp import config_changes
     from bsjax.llm.call_cache import CallCache
     from bsjax.llm.gilp_driver import GilpDriver, make_gilp_backend
-    from bsjax.report import gilp_tables
     benches, methods = parse_benchmarks(args.bench), _llm_methods(args.methods)
     if args.llm not in LLM_KINDS:
         raise UsageError(f"unknown LLM backend {args.llm!r} (choose from {', '.join(LLM_KINDS)})")
@@ -109,9 +108,7 @@ def cmd_real(args) -> int:
                            cfg=R.RealConfig(wall_cap_s=args.wall_cap), log=episode_done)
     finally:
         progress.stop()
-    real = gilp_tables.real_by_benchmark(events)
-    gilp_tables.write_table(gilp_tables.table7(real), out)
-    result = {"methods": real_runs.summarise_real(events), "by_benchmark": real,
+    result = {**real_runs.report_real(out),
               "llm": {"backend": args.llm, "model": getattr(backend, "model", None)},
               "seconds": round(time.perf_counter() - start, 2)}
     if args.json:

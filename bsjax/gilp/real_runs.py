@@ -111,6 +111,23 @@ def read_real_run(events_path: str | Path) -> tuple[list[dict], list[dict]]:
     return E.read_events(path), side
 
 
+def report_real(out: str | Path) -> dict:
+    """Rebuild a real run's T7 table (`table_7.md|csv`) and `summary.json` from its
+    `events.jsonl` and sidecar, finished episodes only (a run in progress appends whole
+    episodes); returns `{"methods": pooled per method, "by_benchmark": Table 7's input}`.
+    Raises ValueError, writing nothing, when no episode has finished."""
+    from bsjax.gilp.pipeline import atomic_json
+    from bsjax.report import gilp_tables
+    out = Path(out)
+    real = gilp_tables.real_by_benchmark(out / E.EVENTS_FILE)
+    if not real:
+        raise ValueError(f"{out / E.EVENTS_FILE} holds no finished episode")
+    summary = {"methods": real.get("pooled", {}), "by_benchmark": real}
+    gilp_tables.write_table(gilp_tables.table7(real), out)
+    atomic_json(out / "summary.json", summary)
+    return summary
+
+
 def summarise_real(events_path: str | Path) -> dict[str, dict]:
     """`summarise_real_rows` of a real run's files."""
     return summarise_real_rows(*read_real_run(events_path))

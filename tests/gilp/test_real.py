@@ -431,10 +431,29 @@ def test_cli_real_runs_resumes_and_writes_table_7(work, tmp_path, capsys):
     assert again["methods"] == first["methods"] and set(first["methods"]) == {"Agent-Replan"}
     assert first["by_benchmark"][BENCH]["Agent-Replan"]["n"] == 2
     assert f"| {BENCH} | 2/0 |" in (out / "table_7.md").read_text()   # n agent / n GILP
+    # `gilp report` rebuilds the same table and summary from the events alone.
+    table = (out / "table_7.md").read_text()
+    (out / "table_7.md").unlink()
+    assert cli.main(["gilp", "report", str(out), "--json"]) == 0
+    reported = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert reported["methods"] == first["methods"]
+    assert reported["by_benchmark"] == json.loads(json.dumps(first["by_benchmark"]))
+    assert (out / "table_7.md").read_text() == table
+    assert json.loads((out / "summary.json").read_text())["methods"] == first["methods"]
     # Task-major across benchmarks: a run stopped part-way covers every benchmark alike.
     starts = [json.loads(r) for r in lines.splitlines()]
     order = [(r["bench"], r["task"]) for r in starts if r["t"] == 0]
     assert [b for b, _ in order] == [BENCH, "repairflow", BENCH, "repairflow"]
+
+
+@pytest.mark.parametrize("content", ["", '{"not": "an event"}\n'])
+def test_cli_report_of_an_unfinished_or_malformed_real_run_is_exit_2(tmp_path, capsys, content):
+    from bsjax import cli
+    (tmp_path / "events.jsonl").write_text(content)
+    assert cli.main(["gilp", "report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bsjax: error: cannot report") and len(err.splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["events.jsonl"]
 
 
 @pytest.mark.parametrize("flags, expected", [
