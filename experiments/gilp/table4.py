@@ -42,6 +42,10 @@ def main(argv=None) -> int:
     names = [n for n in args.backbones.split(",") if n]
     if args.render_only:
         names = [n for n in names if (out / "backbones" / n / "summary.json").exists()]
+        if not names:
+            print(f"table4.py: error: no finished backbone run under {out}/backbones/",
+                  file=sys.stderr)
+            return 2
     benches = list(C.BENCHMARKS)
     params = {b: load_params(args.params, b) for b in benches}
     plan = paper.PaperPlan(profile.name, tuple(names), tuple(names), None, (), 0, 0)
