@@ -4,13 +4,15 @@ number of seeds (the protocol's 8 is GPU work). It is the "tau_sweep" stage of
 
     python experiments/gilp/tau_sweep.py --work .gilpwork --params calibrated --seeds 8 --out DIR
 
-Writes DIR/tau_sweep.json and DIR/table_5b.md|csv; a finished sweep is read back, not re-run.
+Writes DIR/tau_sweep.json, DIR/table_5b.md|csv and DIR/tau_sweep_settings.json; a finished sweep
+is read back, not re-run, and one made with other settings is refused (exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -38,7 +40,16 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     log = lambda line: print(f"[{time.perf_counter() - start:6.0f} s] {line}",  # noqa: E731
                              file=sys.stderr, flush=True)
+    # paper.tau_sweep reads a finished sweep back whatever its size: refuse one made otherwise.
+    settings = {"seeds": args.seeds, "tasks": args.tasks, "params": args.params}
+    settings_path = out / "tau_sweep_settings.json"
+    if (out / "tau_sweep.json").exists() and settings_path.exists() \
+            and json.loads(settings_path.read_text()) != settings:
+        print(f"tau_sweep.py: error: {out} holds a sweep made with other settings "
+              f"({settings_path.read_text().strip()})", file=sys.stderr)
+        return 2
     sweep = paper.tau_sweep(out, Path(args.work), benches, plan, params, 0, log)
+    settings_path.write_text(json.dumps(settings) + "\n")
     gilp_tables.write_table(gilp_tables.table5b(sweep), out)
     log(f"wrote {out}/tau_sweep.json and table_5b.md")
     return 0
