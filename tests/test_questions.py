@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from bsjax.game import bitboard
 from bsjax.game import questions as q
+from bsjax.game import region_dsl
 
 SETTINGS = settings(max_examples=60, deadline=None)
 
@@ -393,7 +394,7 @@ def test_compile_spec_fixed_kinds_match_catalog(region, qid):
     # Fixed kinds include revealed cells, like the templates.
     hit = np.zeros(64, bool)
     hit[:32] = True
-    got = q.compile_spec(spec(**region), hit, ~hit)
+    got = region_dsl.compile_spec(spec(**region), hit, ~hit)
     np.testing.assert_array_equal(got, q.catalog_cells()[q.template_by_qid(qid).index])
 
 
@@ -409,12 +410,12 @@ def test_compile_spec_state_kinds_match_graph(case):
     ring_spec = spec(kind="frontier_ring", anchor=name, radius=level)
     if not (hit[anchor] or fr[anchor]):
         with pytest.raises(ValueError, match="neither a hit nor a frontier"):
-            q.compile_spec(ring_spec, hit, unknown)
+            region_dsl.compile_spec(ring_spec, hit, unknown)
     elif not ring.any():
         with pytest.raises(ValueError, match="empty"):
-            q.compile_spec(ring_spec, hit, unknown)
+            region_dsl.compile_spec(ring_spec, hit, unknown)
     else:
-        np.testing.assert_array_equal(q.compile_spec(ring_spec, hit, unknown), ring)
+        np.testing.assert_array_equal(region_dsl.compile_spec(ring_spec, hit, unknown), ring)
 
     hood = np.asarray(cluster_neighborhood_j(jnp.int32(anchor), jnp.int32(level),
                                              jnp.asarray(hit), jnp.asarray(unknown),
@@ -422,12 +423,12 @@ def test_compile_spec_state_kinds_match_graph(case):
     hood_spec = spec(kind="cluster_neighborhood", anchor=name, depth=level)
     if not hit[anchor]:
         with pytest.raises(ValueError, match="not a hit"):
-            q.compile_spec(hood_spec, hit, unknown)
+            region_dsl.compile_spec(hood_spec, hit, unknown)
     elif not hood.any():
         with pytest.raises(ValueError, match="empty"):
-            q.compile_spec(hood_spec, hit, unknown)
+            region_dsl.compile_spec(hood_spec, hit, unknown)
     else:
-        np.testing.assert_array_equal(q.compile_spec(hood_spec, hit, unknown), hood)
+        np.testing.assert_array_equal(region_dsl.compile_spec(hood_spec, hit, unknown), hood)
 
 
 def test_compile_spec_state_kinds_example():
@@ -435,15 +436,15 @@ def test_compile_spec_state_kinds_example():
     hit[[36, 37]] = True                   # E5, E6
     unknown = ~hit
     unknown[q.cell_index("D5")] = False    # a miss
-    ring = q.compile_spec(spec(kind="frontier_ring", anchor="E5", radius=1), hit, unknown)
+    ring = region_dsl.compile_spec(spec(kind="frontier_ring", anchor="E5", radius=1), hit, unknown)
     assert sorted(q.cell_name(c) for c in np.flatnonzero(ring)) == ["E4", "F5"]
     # Frontier anchors (unknown, next to a hit) are allowed; the default radius is 1.
-    ring = q.compile_spec(spec(kind="frontier_ring", anchor="E7"), hit, unknown)
+    ring = region_dsl.compile_spec(spec(kind="frontier_ring", anchor="E7"), hit, unknown)
     assert sorted(q.cell_name(c) for c in np.flatnonzero(ring)) == ["D7", "E8", "F7"]
-    hood = q.compile_spec(spec(kind="cluster_neighborhood", anchor="E6", depth=1), hit, unknown)
+    hood = region_dsl.compile_spec(spec(kind="cluster_neighborhood", anchor="E6", depth=1), hit, unknown)
     assert sorted(q.cell_name(c) for c in np.flatnonzero(hood)) == [
         "D6", "E4", "E7", "F5", "F6"]
-    hood2 = q.compile_spec(spec(kind="cluster_neighborhood", anchor="E5", depth=2), hit, unknown)
+    hood2 = region_dsl.compile_spec(spec(kind="cluster_neighborhood", anchor="E5", depth=2), hit, unknown)
     assert hood2.sum() == 15 and not hood2[36] and not hood2[37] and hood2[q.cell_index("C5")]
 
 
@@ -480,7 +481,7 @@ def test_compile_spec_errors(bad, match):
     hit = np.zeros(64, bool)
     hit[36] = True
     with pytest.raises(ValueError, match=match) as info:
-        q.compile_spec(bad, hit, ~hit)
+        region_dsl.compile_spec(bad, hit, ~hit)
     assert "\n" not in str(info.value)
 
 
@@ -494,8 +495,8 @@ def test_compile_spec_empty_regions_and_bad_state():
     for region in [dict(kind="frontier_ring", anchor="E5", radius=2),
                    dict(kind="cluster_neighborhood", anchor="E5", depth=2)]:
         with pytest.raises(ValueError, match="empty"):
-            q.compile_spec(spec(**region), hit, unknown)
+            region_dsl.compile_spec(spec(**region), hit, unknown)
     with pytest.raises(ValueError, match="both hit and unknown"):
-        q.compile_spec(spec(kind="row", row="A"), hit, np.ones(64, bool))
+        region_dsl.compile_spec(spec(kind="row", row="A"), hit, np.ones(64, bool))
     with pytest.raises(ValueError, match="shape"):
-        q.compile_spec(spec(kind="row", row="A"), np.zeros(25, bool), np.ones(25, bool))
+        region_dsl.compile_spec(spec(kind="row", row="A"), np.zeros(25, bool), np.ones(25, bool))
