@@ -17,6 +17,7 @@ from bsjax.gilp import events, generate, keys, types
 from bsjax.gilp.backbones import BackboneOut, make_backbone
 from bsjax.gilp.envs import common, registry
 from bsjax.gilp.envs.common import Bench
+from bsjax.gilp.planners import imagination as I
 from bsjax.gilp.planners import parametric as P
 from bsjax.gilp.planners import parametric_episodes as PE
 from bsjax.gilp.types import Graph, graph_from_np
@@ -173,7 +174,7 @@ def test_imagine_decodes_or_keeps_the_state_when_predicted_invalid():
     g = _taskgraph()
     delta = np.zeros(C.N_MAX, np.int32)
     delta[1] = 1
-    imagine = jax.jit(lambda g, a, out: P.imagine(TG, g, a, out))
+    imagine = jax.jit(lambda g, a, out: I.imagine(TG, g, a, out))
     moved = imagine(g, act(0, 1), exact_out(True, delta))
     assert np.asarray(moved.status)[:3].tolist() == [CO, CO, PE_]
     assert trees_equal(moved.replace(status=g.status), g)
@@ -208,7 +209,7 @@ def _resourcealloc():
 
 def test_imagine_rewires_resourcealloc_edges():
     g = _resourcealloc()
-    imagine = jax.jit(lambda g, a, out: P.imagine(RA, g, a, out))
+    imagine = jax.jit(lambda g, a, out: I.imagine(RA, g, a, out))
     none = np.zeros(C.N_MAX, np.int32)
     # assign(r0, j3): the pair's can_serve becomes assigned, load 2/3; j3 decodes to ACTIVE.
     delta = none.copy()
@@ -237,7 +238,7 @@ def test_imagine_rewires_resourcealloc_edges():
 
 def _visited_states(bench: Bench, tasks: dict, steps: int) -> Graph:
     """Initial states of the tasks and the states after 1..steps modal steps of a simple policy."""
-    g = graph_from_np({name: tasks[name] for name in P.GRAPH_FIELDS})
+    g = graph_from_np({name: tasks[name] for name in I.GRAPH_FIELDS})
     states = [g]
 
     @jax.jit
@@ -273,7 +274,7 @@ def test_imagine_with_the_exact_delta_is_the_modal_successor(bench_name):
             succ = common.modal(bench, g, a)
             is_valid = bench.valid(g, a)
             delta = jnp.where(is_valid, common.direction(g.status, succ.status), 0)
-            imagined = P.imagine(bench, obs, a, exact_out(is_valid, delta))
+            imagined = I.imagine(bench, obs, a, exact_out(is_valid, delta))
             return (jnp.all(imagined.status == succ.status) & jnp.all(imagined.etype == succ.etype)
                     & jnp.allclose(imagined.attr, succ.attr))
 
@@ -286,14 +287,14 @@ def test_imagine_with_the_exact_delta_is_the_modal_successor(bench_name):
 def test_compact_scoring_matches_full_size_scoring(tg_tasks):
     """`planning_sizes` covers every real node and candidate, and scoring on the cut slots gives
     the full-size outputs (backbones are padding-invariant)."""
-    n_nodes, n_actions = P.planning_sizes(TG, tg_tasks)
+    n_nodes, n_actions = I.planning_sizes(TG, tg_tasks)
     assert n_nodes % 4 == 0 and n_actions % 8 == 0
     assert not tg_tasks["nmask"][:, n_nodes:].any()
-    g = graph_from_np({name: tg_tasks[name][2] for name in P.GRAPH_FIELDS})
+    g = graph_from_np({name: tg_tasks[name][2] for name in I.GRAPH_FIELDS})
     acts, amask = TG.candidates(g)
     assert not np.asarray(amask)[n_actions:].any()
     model = make_backbone("MPNN", jax.random.key(3))
-    score = eqx.filter_jit(P.score_candidates)  # n_nodes (int / None) is static
+    score = eqx.filter_jit(I.score_candidates)  # n_nodes (int / None) is static
     full = score(model, g, acts[:n_actions], None)
     cut = score(model, g, acts[:n_actions], n_nodes)
     real = np.asarray(g.nmask)
@@ -313,7 +314,7 @@ def test_the_oracle_stand_in_returns_the_exact_labels(tg_tasks):
     @jax.vmap
     def compare(g):
         acts, amask = TG.candidates(g)
-        out = P.score_candidates(model, common.observe(g), acts)
+        out = I.score_candidates(model, common.observe(g), acts)
         lab = jax.vmap(lambda a: common.labels(TG, g, a))(acts)
         ok = ((out.valid_logit > 0) == lab["valid"]) & ((out.done_logit > 0) == lab["done"])
         ok &= jnp.all(jnp.argmax(out.delta_logits, -1) - 1 == lab["delta"], axis=-1)
@@ -344,7 +345,7 @@ def oracle_runs(tg_tasks):
     checking on). MPC runs through a trace-counted jitted chunk function in chunks of 3
     episodes, twice."""
     model = OracleModel(TG)
-    sizes = P.planning_sizes(TG, tg_tasks)
+    sizes = I.planning_sizes(TG, tg_tasks)
     sizes = (C.N_MAX, sizes[1])  # the stand-in needs full-size graphs for the env functions
     chex.clear_trace_counter()
     counted = eqx.filter_jit(chex.assert_max_traces(
@@ -369,7 +370,7 @@ def test_planners_follow_an_optimal_plan_with_a_perfect_backbone(oracle_runs, tg
     step = jax.jit(lambda k, g, a: common.step(TG, k, g, a))
     matches = []
     for e in range(len(alive)):
-        g = graph_from_np({name: tg_tasks[name][rec["task_row"][e]] for name in P.GRAPH_FIELDS})
+        g = graph_from_np({name: tg_tasks[name][rec["task_row"][e]] for name in I.GRAPH_FIELDS})
         for t in np.flatnonzero(alive[e]):
             chosen, best, oracle, slot_action = _tg_optimal(g, rec["slot"][e, t])
             assert int(chosen) == int(best), (method, e, t)
@@ -394,7 +395,7 @@ def test_planners_follow_an_optimal_plan_with_a_perfect_backbone(oracle_runs, tg
 def test_mpc_root_valid_only_flag(tg_tasks):
     """Spec-literal MPC ranks every root candidate, so a predicted-invalid action with a high
     value can win; `mpc_root_valid_only` restricts the root to predicted-valid candidates."""
-    g = graph_from_np({name: tg_tasks[name][2] for name in P.GRAPH_FIELDS})
+    g = graph_from_np({name: tg_tasks[name][2] for name in I.GRAPH_FIELDS})
     kinds = []
     for flag in (False, True):
         params = P.ParametricConfig(mpc_root_valid_only=flag)
@@ -408,7 +409,7 @@ def test_mcts_depth_is_capped_by_the_remaining_budget(tg_tasks):
     """`max_depth = min(6, B − t)` reaches mctx as a per-episode traced cap. With 8 action slots
     and 24 simulations the root children are exhausted, so only the cap stops the descent."""
     model = ConstantModel()
-    g = graph_from_np({name: tg_tasks[name][0] for name in P.GRAPH_FIELDS})
+    g = graph_from_np({name: tg_tasks[name][0] for name in I.GRAPH_FIELDS})
     params = P.ParametricConfig(mcts_simulations=24)
     search = eqx.filter_jit(jax.vmap(
         lambda m, k, d: P.mcts_search(m, TG, k, g, d, params=params, sizes=(12, 8))[1],

@@ -35,11 +35,12 @@ from bsjax.gilp import keys
 from bsjax.gilp.envs import common, registry
 from bsjax.gilp.envs.common import Bench
 from bsjax.gilp.events import atoms_from_codes
+from bsjax.gilp.planners import imagination as I
 from bsjax.gilp.planners import parametric as P
 from bsjax.gilp.types import Graph, graph_from_np
 from bsjax.llm.gilp_prompts import action_str
 
-GRAPH_FIELDS = P.GRAPH_FIELDS
+GRAPH_FIELDS = I.GRAPH_FIELDS
 DECIMALS = 6  # rho_hat / rho_star are rounded in event rows (stable JSON)
 
 
@@ -89,7 +90,7 @@ def committed_atoms(bench: Bench, g_obs: Graph, action: jax.Array, out: P.Backbo
     """`([N] bool mask, [N] int8 status)`: the decoded backbone delta of an action as atoms, i.e.
     the real nodes whose imagined status differs from the observed one (none when the backbone
     predicts the action invalid)."""
-    imagined = P.imagine(bench, g_obs, action, out)
+    imagined = I.imagine(bench, g_obs, action, out)
     return (imagined.status != g_obs.status) & g_obs.nmask, imagined.status
 
 
@@ -109,11 +110,11 @@ def _empty_steps(episodes: int, root_key: jax.Array) -> ParametricStep:
 
 
 def make_episode_fn(method: str, bench: Bench, cfg: C.GilpConfig = C.GilpConfig(),
-                    params: P.ParametricConfig = P.ParametricConfig(), sizes: P.Sizes = None):
+                    params: P.ParametricConfig = P.ParametricConfig(), sizes: I.Sizes = None):
     """The pure (unjitted) chunk function
     `fn(model, root_key, task_ids [E], seeds [E], g0: Graph [E]) -> ParametricStep [E, B_MAX]`.
 
-    `sizes` is the planners' optional static `(n_nodes, n_actions)` cut (`P.planning_sizes`).
+    `sizes` is the planners' optional static `(n_nodes, n_actions)` cut (`I.planning_sizes`).
     `run_parametric` jits it once per (method, bench, cfg, params, sizes) with `eqx.filter_jit`;
     tests wrap it in `chex.assert_max_traces`.
     """
@@ -125,10 +126,10 @@ def make_episode_fn(method: str, bench: Bench, cfg: C.GilpConfig = C.GilpConfig(
         obs = common.observe(g)
         k_env = keys.env_key(root_key, bench_id, task, seed, t)
         k_agent = keys.agent_key(root_key, bench_id, task, seed, t)
-        acts, _ = P.planning_candidates(bench, obs, None if sizes is None else sizes[1])
+        acts, _ = I.planning_candidates(bench, obs, None if sizes is None else sizes[1])
         planned = plan(model, k_agent, obs, g.budget - g.t)
         action = acts[planned.slot]
-        out = P.take(planned.root, planned.slot)
+        out = I.take(planned.root, planned.slot)
         atom_mask, atom_status = committed_atoms(bench, obs, action, out)
         support = common.support(bench, g, action)
         on_support = jnp.take_along_axis(support, atom_status.astype(jnp.int32)[:, None], 1)[:, 0]
@@ -173,7 +174,7 @@ def make_episode_fn(method: str, bench: Bench, cfg: C.GilpConfig = C.GilpConfig(
 
 @functools.lru_cache(maxsize=None)
 def _jitted_episode_fn(method: str, bench: Bench, cfg: C.GilpConfig, params: P.ParametricConfig,
-                       sizes: P.Sizes):
+                       sizes: I.Sizes):
     return eqx.filter_jit(make_episode_fn(method, bench, cfg, params, sizes))
 
 
@@ -199,7 +200,7 @@ def run_parametric(method: str, bench: Bench | str, model, tasks: dict[str, np.n
       task_ids: the task index of each row of `tasks` within its split (default 0..T−1); it
         enters the key derivation and the event rows.
       compact: run the backbone on the node and candidate slots the tasks actually use
-        (`P.planning_sizes`, rounded up) instead of all N_MAX / A_MAX. Backbones are
+        (`I.planning_sizes`, rounded up) instead of all N_MAX / A_MAX. Backbones are
         padding-invariant, so this changes outputs only by float rounding; it is several times
         faster on small tasks (MPNN cost grows with N²·A).
       episode_fn: optional jitted chunk function to use instead of the cached
@@ -221,7 +222,7 @@ def run_parametric(method: str, bench: Bench | str, model, tasks: dict[str, np.n
     ep_seeds = np.tile(seeds, n_tasks)
     total = len(rows)
     chunk = min(episode_chunk or params.episode_chunk, max(total, 1))
-    sizes = P.planning_sizes(bench, tasks) if compact else None
+    sizes = I.planning_sizes(bench, tasks) if compact else None
     fn = episode_fn or _jitted_episode_fn(method, bench, cfg, params, sizes)
     parts = []
     for start in range(0, total, chunk):

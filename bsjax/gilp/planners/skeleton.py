@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from bsjax.gilp.envs.common import Bench
-from bsjax.gilp.planners import gate, parametric
+from bsjax.gilp.planners import gate, imagination
 from bsjax.gilp.types import Graph
 
 
@@ -69,7 +69,7 @@ def score_candidates(model, bench: Bench, g_obs: Graph, k: int = 4,
       g_obs: one observed graph (`observe(g)`; hidden zeroed).
       k: rows per ranking of the skeleton (spec: 4).
       sizes: optional static slot cut `(n_nodes, n_actions)` covering every real node and
-        candidate (`parametric.planning_sizes`): the backbone runs on the first n_nodes node
+        candidate (`imagination.planning_sizes`): the backbone runs on the first n_nodes node
         slots and the outputs cover the first n_actions candidate slots only (A = n_actions).
         Backbones are padding-invariant, so this changes nothing but float rounding and cost.
     Returns:
@@ -77,8 +77,8 @@ def score_candidates(model, bench: Bench, g_obs: Graph, k: int = 4,
     """
     g_obs = g_obs.replace(hidden=jnp.zeros_like(g_obs.hidden))  # belt and braces: no leak
     n_nodes, n_actions = sizes or (None, None)
-    acts, amask = parametric.planning_candidates(bench, g_obs, n_actions)
-    out = parametric.score_candidates(model, g_obs, acts, n_nodes)
+    acts, amask = imagination.planning_candidates(bench, g_obs, n_actions)
+    out = imagination.score_candidates(model, g_obs, acts, n_nodes)
     p_valid = jnp.where(amask, jax.nn.sigmoid(out.valid_logit), 0.0).astype(jnp.float32)
     value = jnp.where(amask, out.value, 0.0).astype(jnp.float32)
     risk = jnp.where(amask, jax.nn.sigmoid(out.risk_logit), 1.0).astype(jnp.float32)

@@ -28,7 +28,7 @@ from bsjax.gilp.envs import common
 from bsjax.gilp.envs.common import Bench
 from bsjax.gilp.methods import MethodConfig, MethodFlags, method_flags
 from bsjax.gilp.planners import gate
-from bsjax.gilp.planners.parametric import planning_candidates
+from bsjax.gilp.planners.imagination import planning_candidates
 from bsjax.gilp.planners.skeleton import Phase1, backbone_claims, score_candidates
 from bsjax.gilp.sim import choice
 from bsjax.gilp.types import Graph
@@ -178,7 +178,7 @@ def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfi
     With a model, Phase 1 and every gate are computed and masked by the method's flags, so the
     flags may be traced (one compile for all methods); without one (`model=None`) only the
     gateless, skeleton-free path is traced. `sizes` is an optional static slot cut
-    (`parametric.planning_sizes`): candidates beyond its n_actions slots (all padding) are
+    (`imagination.planning_sizes`): candidates beyond its n_actions slots (all padding) are
     dropped and the backbone runs on its n_nodes node slots.
     """
     method = as_flags(method)

@@ -122,11 +122,11 @@ def episode_fn(method: MethodConfig | None, bench: Bench, cfg: C.GilpConfig = C.
 
 def slot_cut(bench: Bench, graphs: Graph, compact: bool) -> tuple[int, int] | None:
     """The static `(n_nodes, n_actions)` cut covering every real node and candidate of the
-    tasks (`parametric.planning_sizes`), or None when `compact` is off. MPNN-style backbones
+    tasks (`imagination.planning_sizes`), or None when `compact` is off. MPNN-style backbones
     cost O(N²·A) per step, so small tasks run several times faster cut."""
     if not compact:
         return None
-    from bsjax.gilp.planners.parametric import GRAPH_FIELDS, planning_sizes
+    from bsjax.gilp.planners.imagination import GRAPH_FIELDS, planning_sizes
     return planning_sizes(bench, {name: np.asarray(getattr(graphs, name)) for name in GRAPH_FIELDS})
 
 
