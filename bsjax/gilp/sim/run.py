@@ -1,5 +1,5 @@
-"""Run simulated methods over tasks × seeds and turn the records into event rows (spec/gilp.md
-§4.1, §6.1, §8).
+"""Run simulated methods over tasks × seeds (spec/gilp.md §4.1, §8); `records_to_events`
+(`sim.run_events`, re-exported here) turns a run into event rows (§6.1).
 
 One jitted function covers a chunk of episodes: a `lax.scan` over B_MAX steps of `sim_step`
 vmapped over the (task, seed) episodes (finished episodes are masked no-ops). Episodes are
@@ -28,6 +28,7 @@ from bsjax.gilp.envs.common import Bench
 from bsjax.gilp.methods import MethodConfig, get_method, stack_flags
 from bsjax.gilp.sim.agent import StepKeys, StepRecord, init_state, sim_step
 from bsjax.gilp.sim.params import SimParams
+from bsjax.gilp.sim.run_events import records_to_events
 from bsjax.gilp.types import Graph, graph_from_np
 
 EPISODE_CHUNK = 64        # episodes per compiled call on a CPU
@@ -376,72 +377,6 @@ def _run_shared(llm: list[MethodConfig], bench: Bench, model, tasks, seeds, root
                      for p in range(count)] for i, m in enumerate(llm)}
 
 
-# ---------------------------------------------------------------------------------------------
-# Event rows
-# ---------------------------------------------------------------------------------------------
-
-def action_str(bench: str, act) -> str:
-    """`execute(node_3)` or `assign(node_2,node_7)`."""
-    kind, i, j = (int(x) for x in act)
-    name = C.ACTION_KINDS[bench][kind]
-    return f"{name}(node_{i},node_{j})" if j >= 0 else f"{name}(node_{i})"
-
-
-def _atoms(claims: np.ndarray) -> tuple[list[list], np.ndarray]:
-    """Atoms [[v, status_name]] of an `[N]` claim vector (ascending v) and their node ids."""
-    vs = np.flatnonzero(claims >= 0)
-    return [[int(v), C.STATUS_NAMES[int(claims[v])]] for v in vs], vs
-
-
-def _opt_float(x) -> float | None:
-    """A logged float rounded to 6 decimals (None for NaN)."""
-    x = float(x)
-    return None if np.isnan(x) else round(x, 6)
-
-
-def records_to_events(run: SimRun, split: str | Sequence[str] = "id") -> list[dict]:
-    """Event rows (spec §6.1, `bsjax.gilp.events` schema) of every executed step of a run.
-
-    Args:
-      run: a `SimRun`.
-      split: "id" / "ood" for every task, or one entry per task of the run (by `task_index`).
-    Returns:
-      rows in episode order, then step order; each passes `events.validate_row`.
-    """
-    rec = run.records
-    per_task = [split] * (int(run.task_index.max()) + 1) if isinstance(split, str) else list(split)
-    belief = run.kind == "llm"
-    rows = []
-    for e in range(len(run.task)):
-        ident = {"method": run.method, "bench": run.bench, "task": int(run.task[e]),
-                 "split": per_task[int(run.task_index[e])], "H": int(run.H[e]),
-                 "seed": int(run.seed[e])}
-        for t in np.flatnonzero(rec.active[e]):
-            noop = bool(rec.noop[e, t])
-            draft, dv = _atoms(rec.draft[e, t])
-            committed, cv = _atoms(rec.committed[e, t])
-            row = dict(ident)
-            row.update({
-                "t": int(rec.t[e, t]),
-                "action": None if noop else action_str(run.bench, rec.action[e, t]),
-                "valid": bool(rec.valid[e, t]), "calls": int(rec.calls[e, t]),
-                "tok_in": int(rec.tok_in[e, t]), "tok_out": int(rec.tok_out[e, t]),
-                "draft_atoms": draft, "committed_atoms": committed,
-                "halluc_draft": [int(f) for f in rec.halluc_draft[e, t][dv]],
-                "halluc_committed": [int(f) for f in rec.halluc_committed[e, t][cv]],
-                "cons": _opt_float(rec.cons[e, t]), "cons_after": _opt_float(rec.cons_after[e, t]),
-                "corrected": bool(rec.corrected[e, t]), "rho_hat": _opt_float(rec.rho_hat[e, t]),
-                "rho_eff": _opt_float(rec.rho_eff[e, t]), "risk_fired": bool(rec.risk_fired[e, t]),
-                "rho_star": _opt_float(rec.rho_star[e, t]), "bad_outcome": bool(rec.bad_outcome[e, t]),
-                "live_false_atoms": int(rec.live_false[e, t]) if belief else None,
-                "parse_fail": bool(rec.parse_fail[e, t]), "fallback": False,
-                "done": bool(rec.done[e, t]), "success": bool(rec.success[e, t]),
-                "dead_end": bool(rec.dead_end[e, t]),
-                "live_atoms": _atoms(rec.live[e, t])[0] if belief else None,
-                "stochastic_miss": [int(f) for f in rec.stochastic_miss[e, t][cv]],
-                "risk_gate_empty": bool(rec.risk_gate_empty[e, t]),
-                "halluc_event": bool(rec.halluc_event[e, t]), "slip": bool(rec.slip[e, t]),
-                "confidence": _opt_float(rec.confidence[e, t]),
-            })
-            rows.append(row)
-    return rows
+__all__ = ["EPISODE_CHUNK", "EPISODE_CHUNK_ACCELERATOR", "SimRun", "batched_episodes", "chunk_size",
+           "default_episode_chunk", "episode_fn", "records_to_events", "run_simulated",
+           "run_simulated_many", "run_simulated_sweep", "slot_cut", "stack_params"]

@@ -1,0 +1,77 @@
+"""Event rows (spec/gilp.md §6.1, the `bsjax.gilp.events` schema) of a simulated run's records."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from bsjax.gilp import config as C
+from bsjax.llm.gilp_prompts import action_str
+
+if TYPE_CHECKING:
+    from bsjax.gilp.sim.run import SimRun
+
+
+def _atoms(claims: np.ndarray) -> tuple[list[list], np.ndarray]:
+    """Atoms [[v, status_name]] of an `[N]` claim vector (ascending v) and their node ids."""
+    vs = np.flatnonzero(claims >= 0)
+    return [[int(v), C.STATUS_NAMES[int(claims[v])]] for v in vs], vs
+
+
+def _opt_float(x) -> float | None:
+    """A logged float rounded to 6 decimals (None for NaN)."""
+    x = float(x)
+    return None if np.isnan(x) else round(x, 6)
+
+
+def records_to_events(run: SimRun, split: str | Sequence[str] = "id") -> list[dict]:
+    """Event rows (spec §6.1, `bsjax.gilp.events` schema) of every executed step of a run.
+
+    Args:
+      run: a `SimRun`.
+      split: "id" / "ood" for every task, or one entry per task of the run (by `task_index`).
+    Returns:
+      rows in episode order, then step order; each passes `events.validate_row`.
+    """
+    rec = run.records
+    per_task = [split] * (int(run.task_index.max()) + 1) if isinstance(split, str) else list(split)
+    belief = run.kind == "llm"
+    rows = []
+    for e in range(len(run.task)):
+        ident = {"method": run.method, "bench": run.bench, "task": int(run.task[e]),
+                 "split": per_task[int(run.task_index[e])], "H": int(run.H[e]),
+                 "seed": int(run.seed[e])}
+        for t in np.flatnonzero(rec.active[e]):
+            noop = bool(rec.noop[e, t])
+            draft, dv = _atoms(rec.draft[e, t])
+            committed, cv = _atoms(rec.committed[e, t])
+            row = dict(ident)
+            row.update({
+                "t": int(rec.t[e, t]),
+                "action": None if noop else action_str(run.bench, rec.action[e, t]),
+                "valid": bool(rec.valid[e, t]), "calls": int(rec.calls[e, t]),
+                "tok_in": int(rec.tok_in[e, t]), "tok_out": int(rec.tok_out[e, t]),
+                "draft_atoms": draft, "committed_atoms": committed,
+                "halluc_draft": [int(f) for f in rec.halluc_draft[e, t][dv]],
+                "halluc_committed": [int(f) for f in rec.halluc_committed[e, t][cv]],
+                "cons": _opt_float(rec.cons[e, t]), "cons_after": _opt_float(rec.cons_after[e, t]),
+                "corrected": bool(rec.corrected[e, t]), "rho_hat": _opt_float(rec.rho_hat[e, t]),
+                "rho_eff": _opt_float(rec.rho_eff[e, t]), "risk_fired": bool(rec.risk_fired[e, t]),
+                "rho_star": _opt_float(rec.rho_star[e, t]), "bad_outcome": bool(rec.bad_outcome[e, t]),
+                "live_false_atoms": int(rec.live_false[e, t]) if belief else None,
+                "parse_fail": bool(rec.parse_fail[e, t]), "fallback": False,
+                "done": bool(rec.done[e, t]), "success": bool(rec.success[e, t]),
+                "dead_end": bool(rec.dead_end[e, t]),
+                "live_atoms": _atoms(rec.live[e, t])[0] if belief else None,
+                "stochastic_miss": [int(f) for f in rec.stochastic_miss[e, t][cv]],
+                "risk_gate_empty": bool(rec.risk_gate_empty[e, t]),
+                "halluc_event": bool(rec.halluc_event[e, t]), "slip": bool(rec.slip[e, t]),
+                "confidence": _opt_float(rec.confidence[e, t]),
+            })
+            rows.append(row)
+    return rows
+
+
+__all__ = ["records_to_events"]
