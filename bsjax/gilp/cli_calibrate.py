@@ -65,7 +65,8 @@ def cmd_calibrate(args) -> int:
             from bsjax.gilp.sim.params import load_params
             base = load_params(out / cal.PARAMS_FILE)
         try:
-            doc = cal.calibrate_from_real(work, out, run, budget, base=base, log=log)
+            from bsjax.gilp.sim.calibrate_real import calibrate_from_real
+            doc = calibrate_from_real(work, out, run, budget, base=base, log=log)
         except ValueError as err:
             raise UsageError(str(err)) from None
         params_file = out / cal.LOCAL_PARAMS_FILE

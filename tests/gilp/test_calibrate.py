@@ -15,6 +15,7 @@ from bsjax.gilp import config as C
 from bsjax.gilp import generate
 from bsjax.gilp.cli_calibrate import add_calibrate_parser, cmd_calibrate
 from bsjax.gilp.sim import calibrate as cal
+from bsjax.gilp.sim import calibrate_real
 from bsjax.gilp.sim import residuals, search
 from bsjax.gilp.sim import targets as TG
 from bsjax.gilp.sim import token_model as TM
@@ -332,7 +333,7 @@ def test_from_real_refits_stage_one_to_measured_episodes(tmp_path):
     events.write_events(run_dir / "events.jsonl", records_to_events(run))
     budget = cal.CalibrationBudget("test", tasks=3, seeds=2, sobol1=0, nm1=3, sobol2=0, nm2=0,
                                    token_prompts=1)
-    doc = cal.calibrate_from_real(work, out, run_dir, budget, cfg=CFG)
+    doc = calibrate_real.calibrate_from_real(work, out, run_dir, budget, cfg=CFG)
     assert (out / "gilp_sim_params.local.json").is_file()
     assert (out / cal.LOCAL_RESIDUALS_FILE).is_file()
     assert not (out / cal.PARAMS_FILE).exists()
