@@ -5,7 +5,6 @@ frequencies, explanations and retracing."""
 
 from __future__ import annotations
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,19 +18,12 @@ from bsjax.gilp.envs import common, repairflow
 from bsjax.gilp.envs.repairflow import BENCH, DIAGNOSE, ISOLATE, REPAIR
 from bsjax.gilp.types import graph_from_np, graph_to_np
 
+from gilp import env_checks  # noqa: E402
 from gilp.bfs import bfs_distance  # noqa: E402
 
 P, A, CO, F, S = C.PENDING, C.ACTIVE, C.COMPLETED, C.FAILED, C.SKIPPED
 
-valid_j = jax.jit(BENCH.valid)
-branches_j = jax.jit(BENCH.branches)
-dstar_j = jax.jit(BENCH.dstar)
-dstar_obs_j = jax.jit(BENCH.dstar_obs)
-candidates_j = jax.jit(BENCH.candidates)
-oracle_j = jax.jit(lambda g: common.oracle_action(BENCH, g))
-modal_j = jax.jit(lambda g, a: common.modal(BENCH, g, a))
-step_j = jax.jit(lambda key, g, a: common.step(BENCH, key, g, a))
-sample_many = jax.jit(jax.vmap(BENCH.sample, (0, None, None)))
+J = env_checks.jitted(BENCH)
 
 
 def act(kind, i):
@@ -88,7 +80,7 @@ def test_derived_statuses():
 
 
 def test_candidates_are_canonical_and_padded():
-    acts, amask = map(np.asarray, candidates_j(hand()))
+    acts, amask = map(np.asarray, J.candidates(hand()))
     assert [tuple(a) for a in acts[amask]] == [(k, i, -1) for k in range(3) for i in range(7)]
     assert (acts[~amask] == -1).all()
 
@@ -114,30 +106,30 @@ def test_candidates_are_canonical_and_padded():
 ])
 def test_rules(fields, action, ok, succ, fail, q):
     g = hand(**fields)
-    g_succ, g_fail, q_out = branches_j(g, act(*action))
-    assert bool(valid_j(g, act(*action))) == ok
+    g_succ, g_fail, q_out = J.branches(g, act(*action))
+    assert bool(J.valid(g, act(*action))) == ok
     assert np.isclose(float(q_out), q)
     assert status(g_succ) == (succ if ok and succ else status(g))
     assert status(g_fail) == (fail if fail else status(g_succ))
 
 
 def test_hidden_effects():
-    woken, _, _ = branches_j(hand(latent=[3]), act(ISOLATE, 1))
+    woken, _, _ = J.branches(hand(latent=[3]), act(ISOLATE, 1))
     hidden = np.asarray(woken.hidden)
     assert hidden[3, C.H_FAULT] == 1 and hidden[3, C.H_LATENT] == 0 and hidden[1, C.H_ISOLATED]
-    repaired, failed, _ = branches_j(hand(diagnosed=[1]), act(REPAIR, 1))
+    repaired, failed, _ = J.branches(hand(diagnosed=[1]), act(REPAIR, 1))
     assert np.asarray(repaired.hidden)[1].tolist() == [0, 0, 0, 1, 0]
     assert np.asarray(failed.hidden)[1].tolist() == [1, 0, 0, 0, 0]
     # A latent fault under a repaired parent stays dormant and is undetectable by diagnose.
-    g, _, _ = branches_j(hand(latent=[3]), act(REPAIR, 1))
-    g, _, _ = branches_j(g, act(DIAGNOSE, 3))
+    g, _, _ = J.branches(hand(latent=[3]), act(REPAIR, 1))
+    g, _, _ = J.branches(g, act(DIAGNOSE, 3))
     assert g.status[3] == CO and g.hidden[3, C.H_LATENT] == 1
 
 
 def test_symptomatic_clears_checked():
     arrays = {name: np.array(value) for name, value in graph_to_np(hand()).items()}
     arrays["hidden"][2, C.H_CHECKED] = 1   # inconsistent on purpose: a checked symptomatic node
-    g_succ, _, _ = branches_j(graph_from_np(arrays), act(DIAGNOSE, 0))
+    g_succ, _, _ = J.branches(graph_from_np(arrays), act(DIAGNOSE, 0))
     assert g_succ.hidden[2, C.H_CHECKED] == 0 and g_succ.status[2] == F
 
 
@@ -150,8 +142,8 @@ def test_symptomatic_clears_checked():
 ])
 def test_dstar_by_hand(fields, expected, expected_obs):
     g = hand(**fields)
-    assert int(dstar_j(g)) == expected == bfs_distance(BENCH, g)
-    assert int(dstar_obs_j(g)) == int(dstar_obs_j(common.observe(g))) == expected_obs
+    assert int(J.dstar(g)) == expected == bfs_distance(BENCH, g)
+    assert int(J.dstar_obs(g)) == int(J.dstar_obs(common.observe(g))) == expected_obs
 
 
 def test_inferred_faults_look_past_isolated_healthy_nodes():
@@ -160,16 +152,16 @@ def test_inferred_faults_look_past_isolated_healthy_nodes():
     assert status(g)[:3] == [F, S, F]
     assert np.asarray(repairflow.inferred_faults(common.observe(g)))[:3].tolist() == [True, False,
                                                                                        False]
-    assert int(dstar_obs_j(common.observe(g))) == int(dstar_j(g)) == 2 == bfs_distance(BENCH, g)
+    assert int(J.dstar_obs(common.observe(g))) == int(J.dstar(g)) == 2 == bfs_distance(BENCH, g)
 
 
 def test_observed_graph_uses_expectation_model():
     # The agent cannot see latent fault 3: it expects isolating 1 to clear node 3's symptom.
     g = hand(latent=[3])
-    true, _, _ = branches_j(g, act(ISOLATE, 1))
-    imagined, _, _ = branches_j(common.observe(g), act(ISOLATE, 1))
+    true, _, _ = J.branches(g, act(ISOLATE, 1))
+    imagined, _, _ = J.branches(common.observe(g), act(ISOLATE, 1))
     assert status(true)[3] == F and status(imagined)[3] == P
-    assert int(dstar_j(common.observe(g))) == int(dstar_obs_j(g)) == 4 < int(dstar_j(g))
+    assert int(J.dstar(common.observe(g))) == int(J.dstar_obs(g)) == 4 < int(J.dstar(g))
 
 
 def _raw(split, seed, max_nodes=C.N_MAX):
@@ -178,26 +170,6 @@ def _raw(split, seed, max_nodes=C.N_MAX):
         arrays = BENCH.sample_task(rng, split)
         if arrays["nmask"].sum() <= max_nodes:
             return graph_from_np(arrays)
-
-
-@jax.jit
-def valid_candidates(g):
-    acts, amask = BENCH.candidates(g)
-    return jax.vmap(BENCH.valid, (None, 0))(g, acts) & amask
-
-
-@jax.jit
-def decodable(g):
-    """`[A]` bool: both branches of every candidate decode from their directions."""
-    acts, amask = BENCH.candidates(g)
-
-    def one(a):
-        g_succ, g_fail, _ = BENCH.branches(g, a)
-        return (jnp.all(BENCH.decode(g, a, common.direction(g.status, g_succ.status)) == g_succ.status)
-                & jnp.all(BENCH.decode(g, a, common.direction(g.status, g_fail.status))
-                          == g_fail.status))
-
-    return jax.vmap(one)(acts) | ~amask
 
 
 @jax.jit
@@ -219,57 +191,39 @@ def nested_faults(g):
     return bool(below.any())
 
 
-def random_walk(g, seed, steps):
-    """States along a trajectory of uniformly random valid actions with sampled outcomes."""
-    rng, key, states = np.random.default_rng(seed), jax.random.key(seed), [g]
-    for _ in range(steps):
-        ok = np.flatnonzero(valid_candidates(g))
-        if len(ok) == 0:
-            break
-        key, k_step = jax.random.split(key)
-        g, _ = step_j(k_step, g, candidates_j(g)[0][rng.choice(ok)])
-        states.append(g)
-    return states
-
-
 @settings(max_examples=4, deadline=None)
 @given(seed=st.integers(0, 10_000), ood=st.booleans())
 def test_decodability_and_invariant_along_random_trajectories(seed, ood):
-    for g in random_walk(_raw("test_ood" if ood else "val", seed), seed, 8):
-        assert bool(jnp.all(decodable(g)))
+    for g in env_checks.random_walk(BENCH, _raw("test_ood" if ood else "val", seed), seed, 8):
+        assert bool(J.all_decodable(g))
         assert not nested_faults(g)
 
 
 @settings(max_examples=4, deadline=None)
 @given(seed=st.integers(0, 10_000))
 def test_observable_distance_and_expectation_on_id_states(seed):
-    for g in random_walk(_raw("val", seed), seed, 6):
-        assert int(dstar_obs_j(g)) == int(dstar_j(g))
-        assert int(dstar_obs_j(common.observe(g))) == int(dstar_obs_j(g))
-        assert int(dstar_j(common.observe(g))) == int(dstar_j(g))
+    for g in env_checks.random_walk(BENCH, _raw("val", seed), seed, 6):
+        assert int(J.dstar_obs(g)) == int(J.dstar(g))
+        assert int(J.dstar_obs(common.observe(g))) == int(J.dstar_obs(g))
+        assert int(J.dstar(common.observe(g))) == int(J.dstar(g))
         assert bool(jnp.all(expectation_matches(g)))
 
 
 def test_dstar_matches_bfs_on_small_instances():
     graphs = [_raw("val", seed, max_nodes=7) for seed in range(3)]
-    graphs += random_walk(_raw("val", 11, max_nodes=7), 11, 3)[1:]
+    graphs += env_checks.random_walk(BENCH, _raw("val", 11, max_nodes=7), 11, 3)[1:]
     # OOD-like: two faults, one with a goal-path latent child, one with an off-path latent child.
     #   0* ──> 1~ ──> 2 [GOAL]     3* ──> 4 [GOAL]
     #                              └──> 5~
     graphs.append(build([-1, 0, 1, -1, 3, 3], [2, 4], fault=[0, 3], latent=[1, 5], q=0.15))
     for g in graphs:
-        assert int(dstar_j(g)) == bfs_distance(BENCH, g)
+        assert int(J.dstar(g)) == bfs_distance(BENCH, g)
 
 
 def test_oracle_reaches_goal_in_exactly_h_steps():
-    for split, index in [("val", 0), ("val", 4), ("test_ood", 1), ("test_ood", 5)]:
-        task = generate.generate_task("repairflow", split, index)
-        g = graph_from_np(task)
-        for t in range(int(task["horizon"])):
-            assert not common.goals_done(g)
-            g = modal_j(g, oracle_j(g))
-            assert int(dstar_j(g)) == int(task["horizon"]) - t - 1
-        assert common.goals_done(g)
+    tasks = (env_checks.generated(BENCH, "val", [0, 4])
+             + env_checks.generated(BENCH, "test_ood", [1, 5]))
+    env_checks.assert_oracle_reaches_goal_in_exactly_h_modal_steps(BENCH, tasks)
 
 
 @pytest.mark.parametrize("fields, q", [({"diagnosed": [1]}, 0.10),
@@ -277,7 +231,7 @@ def test_oracle_reaches_goal_in_exactly_h_steps():
 def test_sampled_repair_failures_match_q(fields, q):
     keys = jax.random.split(jax.random.key(3), 4000)
     with jax.debug_key_reuse(True):
-        nexts, failed = sample_many(keys, hand(**fields), act(REPAIR, 1))
+        nexts, failed = J.sample_many(keys, hand(**fields), act(REPAIR, 1))
     failed = np.asarray(failed)
     assert abs(failed.mean() - q) < 4 * np.sqrt(q * (1 - q) / len(keys))
     assert ((np.asarray(nexts.status[:, 1]) == CO) == ~failed).all()
@@ -334,11 +288,5 @@ def test_explain():
 
 
 def test_no_retrace():
-    @jax.jit
-    @chex.assert_max_traces(n=1)
-    def step_and_support(key, g, a):
-        return common.step(BENCH, key, g, a), common.support(BENCH, g, a)
-
-    for g in (hand(), hand(latent=[3], diagnosed=[1])):
-        step_and_support(jax.random.key(0), g, act(REPAIR, 1))
-        step_and_support(jax.random.key(1), g, act(ISOLATE, 1))
+    env_checks.assert_step_and_support_trace_once(
+        BENCH, [hand(), hand(latent=[3], diagnosed=[1])], [act(REPAIR, 1), act(ISOLATE, 1)])

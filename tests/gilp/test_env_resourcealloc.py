@@ -18,24 +18,12 @@ from bsjax.gilp.envs import common
 from bsjax.gilp.envs.resourcealloc import ASSIGN, BENCH, ESCALATE, RELEASE
 from bsjax.gilp.types import graph_from_np, graph_to_np
 
+from gilp import env_checks  # noqa: E402
 from gilp.bfs import bfs_distance  # noqa: E402
 
 P, A, CO, F = C.PENDING, C.ACTIVE, C.COMPLETED, C.FAILED
 
-valid_j = jax.jit(BENCH.valid)
-branches_j = jax.jit(BENCH.branches)
-dstar_j = jax.jit(BENCH.dstar)
-candidates_j = jax.jit(BENCH.candidates)
-oracle_j = jax.jit(lambda g: common.oracle_action(BENCH, g))
-modal_j = jax.jit(lambda g, a: common.modal(BENCH, g, a))
-step_j = jax.jit(lambda key, g, a: common.step(BENCH, key, g, a))
-
-
-@jax.jit
-def valid_candidates(g):
-    """`[A]` bool: the candidate slots that hold a valid action."""
-    acts, amask = BENCH.candidates(g)
-    return jax.vmap(BENCH.valid, (None, 0))(g, acts) & amask
+J = env_checks.jitted(BENCH)
 
 
 def act(kind, i, j=-1):
@@ -72,7 +60,7 @@ HAND = build([2, 1], [(0, A, False), (0, P, True), (0, P, True), (1, P, True)])
 
 
 def test_candidates_are_canonical_and_padded():
-    acts, amask = map(np.asarray, candidates_j(HAND))
+    acts, amask = map(np.asarray, J.candidates(HAND))
     real = acts[amask]
     expected = ([(ASSIGN, r, j) for r in range(3) for j in range(3, 7)]
                 + [(RELEASE, r, -1) for r in range(3)] + [(ESCALATE, j, -1) for j in range(3, 7)])
@@ -92,14 +80,14 @@ def test_candidates_are_canonical_and_padded():
     ((-1, -1), False),           # padding
 ])
 def test_validity(action, ok):
-    assert bool(valid_j(HAND, act(*action))) == ok
+    assert bool(J.valid(HAND, act(*action))) == ok
 
 
 def test_capacity_and_down_resource_block_assign():
     full = build([1], [(0, A, False), (0, P, True)])
-    assert not valid_j(full, act(ASSIGN, 0, 3))
+    assert not J.valid(full, act(ASSIGN, 0, 3))
     down = build([2, 2], [(0, P, True)], down=[0])
-    assert not valid_j(down, act(ASSIGN, 0, 3))
+    assert not J.valid(down, act(ASSIGN, 0, 3))
     assert "resource node_0 is at capacity (1/1)" in BENCH.explain(graph_to_np(full), (0, 0, 3))
     assert BENCH.explain(graph_to_np(HAND), (0, 1, 4)) == ["node_4 is not served by node_1"]
     assert BENCH.explain(graph_to_np(HAND), (0, 1, 3)) == ["node_3 is active, not pending"]
@@ -109,19 +97,19 @@ def test_capacity_and_down_resource_block_assign():
 
 
 def test_assign_branch():
-    g_succ, g_fail, q = branches_j(HAND, act(ASSIGN, 1, 6))
+    g_succ, g_fail, q = J.branches(HAND, act(ASSIGN, 1, 6))
     assert float(q) == 0.0 and (np.asarray(g_succ.status) == np.asarray(g_fail.status)).all()
     assert g_succ.status[6] == A and g_succ.status[1] == A          # idle resource becomes busy
     assert g_succ.etype[1, 6] == C.ASSIGNED and np.isclose(g_succ.attr[1, 1], 1 / 3)
-    g2, _, _ = branches_j(HAND, act(ASSIGN, 0, 4))
+    g2, _, _ = J.branches(HAND, act(ASSIGN, 0, 4))
     assert g2.status[0] == A and np.isclose(g2.attr[0, 1], 2 / 3)   # load recomputed
-    assert not valid_j(g2, act(ASSIGN, 0, 5))                       # now at capacity
+    assert not J.valid(g2, act(ASSIGN, 0, 5))                       # now at capacity
 
 
 @pytest.mark.parametrize("p_fail, n_jobs", [(0.05, 1), (0.05, 2), (0.10, 3)])
 def test_release_branches_and_q(p_fail, n_jobs):
     g = build([3], [(0, A, True)] * n_jobs + [(0, P, True)], p_fail=p_fail)
-    g_succ, g_fail, q = branches_j(g, act(RELEASE, 0))
+    g_succ, g_fail, q = J.branches(g, act(RELEASE, 0))
     jobs = np.arange(2, 2 + n_jobs)
     assert np.isclose(float(q), 1 - (1 - p_fail) ** n_jobs)
     for branch, outcome in ((g_succ, CO), (g_fail, F)):
@@ -134,16 +122,16 @@ def test_release_branches_and_q(p_fail, n_jobs):
 
 def test_escalate_moves_home_to_estar():
     g = build([2], [(0, F, True), (0, P, True)])
-    g_succ, _, q = branches_j(g, act(ESCALATE, 2))
+    g_succ, _, q = J.branches(g, act(ESCALATE, 2))
     assert g_succ.status[2] == P and g_succ.etype[1, 2] == C.CAN_SERVE
     assert g_succ.etype[0, 2] == C.NO_EDGE and float(q) == 0.0
-    assert valid_j(g_succ, act(ASSIGN, 1, 2)) and not valid_j(g_succ, act(ASSIGN, 0, 2))
+    assert J.valid(g_succ, act(ASSIGN, 1, 2)) and not J.valid(g_succ, act(ASSIGN, 0, 2))
     done = build([2], [(0, CO, True)])
-    assert not valid_j(done, act(ESCALATE, 2))
+    assert not J.valid(done, act(ESCALATE, 2))
 
 
 def test_invalid_action_is_a_noop():
-    g_succ, g_fail, q = branches_j(HAND, act(RELEASE, 1))
+    g_succ, g_fail, q = J.branches(HAND, act(RELEASE, 1))
     for branch in (g_succ, g_fail):
         chex.assert_trees_all_equal(branch, HAND)
     assert float(q) == 0.0
@@ -160,8 +148,8 @@ def test_invalid_action_is_a_noop():
 ])
 def test_dstar_by_hand(caps, jobs, down, expected):
     g = build(caps, jobs, down)
-    assert int(dstar_j(g)) == expected
-    assert int(jax.jit(BENCH.dstar_obs)(common.observe(g))) == expected
+    assert int(J.dstar(g)) == expected
+    assert int(J.dstar_obs(common.observe(g))) == expected
 
 
 def _small_tasks(split, count, max_nodes, seed):
@@ -179,21 +167,7 @@ def test_dstar_matches_bfs_on_small_instances():
         build([2, 1], [(0, P, True), (1, P, True), (1, A, True)], down=[0]),
     ]
     for g in graphs:
-        assert int(dstar_j(g)) == bfs_distance(BENCH, g)
-
-
-@jax.jit
-def decodable(g):
-    """`[A]` bool: both branches of every candidate decode from their directions."""
-    acts, amask = BENCH.candidates(g)
-
-    def one(a):
-        g_succ, g_fail, _ = BENCH.branches(g, a)
-        ok = [jnp.all(BENCH.decode(g, a, common.direction(g.status, b.status)) == b.status)
-              for b in (g_succ, g_fail)]
-        return ok[0] & ok[1]
-
-    return jax.vmap(one)(acts) | ~amask
+        assert int(J.dstar(g)) == bfs_distance(BENCH, g)
 
 
 @settings(max_examples=4, deadline=None)
@@ -203,33 +177,21 @@ def test_decodability_along_random_trajectories(seed, ood):
     arrays = None
     while arrays is None:
         arrays = BENCH.sample_task(rng, "test_ood" if ood else "val")
-    g, key = graph_from_np(arrays), jax.random.key(seed)
-    for _ in range(8):
-        assert bool(jnp.all(decodable(g)))
-        acts, ok = candidates_j(g)[0], np.flatnonzero(valid_candidates(g))
-        if len(ok) == 0:
-            break
-        key, k_step = jax.random.split(key)
-        g, _ = step_j(k_step, g, acts[rng.choice(ok)])
+    for g in env_checks.random_walk(BENCH, graph_from_np(arrays), seed, 8):
+        assert bool(J.all_decodable(g))
 
 
 def test_oracle_reaches_goal_in_exactly_h_steps():
-    for split, index in [("val", 0), ("val", 3), ("val", 5), ("test_ood", 2), ("test_ood", 6)]:
-        task = generate.generate_task("resourcealloc", split, index)
-        g = graph_from_np(task)
-        for t in range(int(task["horizon"])):
-            assert not common.goals_done(g)
-            g = modal_j(g, oracle_j(g))
-            assert int(dstar_j(g)) == int(task["horizon"]) - t - 1
-        assert common.goals_done(g)
+    tasks = (env_checks.generated(BENCH, "val", [0, 3, 5])
+             + env_checks.generated(BENCH, "test_ood", [2, 6]))
+    env_checks.assert_oracle_reaches_goal_in_exactly_h_modal_steps(BENCH, tasks)
 
 
 def test_sampled_release_failures_match_q():
     g = build([3], [(0, A, True)] * 3, p_fail=0.10)
     keys = jax.random.split(jax.random.key(7), 4000)
-    sample_many = jax.jit(jax.vmap(BENCH.sample, (0, None, None)))
     with jax.debug_key_reuse(True):
-        nexts, failed = sample_many(keys, g, act(RELEASE, 0))
+        nexts, failed = J.sample_many(keys, g, act(RELEASE, 0))
     job_failed = np.asarray(nexts.status[:, 2:5]) == F
     assert ((np.asarray(nexts.status[:, 2:5]) == CO) | job_failed).all()
     n = job_failed.size
@@ -238,7 +200,7 @@ def test_sampled_release_failures_match_q():
     assert abs(np.asarray(failed).mean() - q) < 4 * np.sqrt(q * (1 - q) / len(keys))
     assert (np.asarray(failed) == job_failed.any(axis=1)).all()
     # Deterministic actions never fail.
-    _, failed_assign = sample_many(keys, HAND, act(ASSIGN, 0, 4))
+    _, failed_assign = J.sample_many(keys, HAND, act(ASSIGN, 0, 4))
     assert not np.asarray(failed_assign).any()
 
 
@@ -280,11 +242,6 @@ def test_generator_spec_parameters():
 
 
 def test_no_retrace():
-    @jax.jit
-    @chex.assert_max_traces(n=1)
-    def step_and_support(key, g, a):
-        return common.step(BENCH, key, g, a), common.support(BENCH, g, a)
-
-    for g in (HAND, build([1], [(0, A, False), (0, P, True)])):
-        step_and_support(jax.random.key(0), g, act(RELEASE, 0))
-        step_and_support(jax.random.key(1), g, act(ASSIGN, 0, 3))
+    env_checks.assert_step_and_support_trace_once(
+        BENCH, [HAND, build([1], [(0, A, False), (0, P, True)])],
+        [act(RELEASE, 0), act(ASSIGN, 0, 3)])

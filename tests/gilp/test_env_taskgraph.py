@@ -12,31 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bsjax.gilp import config as C
-from bsjax.gilp import generate, types
-from bsjax.gilp.envs import common, taskgraph
+from bsjax.gilp import types
+from bsjax.gilp.envs import taskgraph
 from bsjax.gilp.envs.taskgraph import BENCH, EXECUTE, RETRY, SKIP
-from bsjax.gilp.types import graph_from_np, graph_to_np
+from bsjax.gilp.types import graph_from_np
 
 from gilp import env_checks  # noqa: E402
 from gilp.bfs import bfs_distance  # noqa: E402
 
 P, A, CO, F, S = C.PENDING, C.ACTIVE, C.COMPLETED, C.FAILED, C.SKIPPED
 
-valid_j = jax.jit(BENCH.valid)
-branches_j = jax.jit(BENCH.branches)
-dstar_j = jax.jit(BENCH.dstar)
-candidates_j = jax.jit(BENCH.candidates)
-oracle_j = jax.jit(lambda g: common.oracle_action(BENCH, g))
-modal_j = jax.jit(lambda g, a: common.modal(BENCH, g, a))
-decode_j = jax.jit(BENCH.decode)
-sample_j = jax.jit(BENCH.sample)
-
-
-@jax.jit
-def valid_candidates(g):
-    """`[A]` bool: the candidate slots that hold a valid action."""
-    acts, amask = BENCH.candidates(g)
-    return jax.vmap(BENCH.valid, (None, 0))(g, acts) & amask
+J = env_checks.jitted(BENCH)
 
 
 def build(edges, status, goals, duration, phi, n_max=C.N_MAX):
@@ -98,8 +84,8 @@ RULES = [
 def test_rule_rows(status, action, ok, to_succ, to_fail, q):
     g = graph_from_np(hand(status))
     a = act(*action)
-    assert bool(valid_j(g, a)) == ok
-    g_succ, g_fail, q_out = branches_j(g, a)
+    assert bool(J.valid(g, a)) == ok
+    g_succ, g_fail, q_out = J.branches(g, a)
     assert float(q_out) == pytest.approx(q)
     i = action[1]
     expect_succ, expect_fail = np.array(status), np.array(status)
@@ -114,28 +100,28 @@ def test_actions_on_padded_nodes_are_invalid():
     g = graph_from_np(hand([P, P, P, P]))
     for kind in range(3):
         for i in (4, 23, -1, 24):
-            assert not bool(valid_j(g, act(kind, i)))
+            assert not bool(J.valid(g, act(kind, i)))
 
 
 def test_dstar_hand_built():
-    assert int(dstar_j(graph_from_np(hand([P, P, P, P])))) == 1 + 2 + 1       # distractor ignored
-    assert int(dstar_j(graph_from_np(hand([CO, A, P, S])))) == 1 + 1
-    assert int(dstar_j(graph_from_np(hand([CO, F, P, P])))) == 2 + 1          # retry, execute
-    assert int(dstar_j(graph_from_np(hand([CO, CO, CO, P])))) == 0
-    assert int(dstar_j(graph_from_np(hand([CO, S, P, P])))) == C.UNSOLV       # required skip
-    assert int(dstar_j(graph_from_np(hand([S, CO, CO, P])))) == C.UNSOLV
+    assert int(J.dstar(graph_from_np(hand([P, P, P, P])))) == 1 + 2 + 1       # distractor ignored
+    assert int(J.dstar(graph_from_np(hand([CO, A, P, S])))) == 1 + 1
+    assert int(J.dstar(graph_from_np(hand([CO, F, P, P])))) == 2 + 1          # retry, execute
+    assert int(J.dstar(graph_from_np(hand([CO, CO, CO, P])))) == 0
+    assert int(J.dstar(graph_from_np(hand([CO, S, P, P])))) == C.UNSOLV       # required skip
+    assert int(J.dstar(graph_from_np(hand([S, CO, CO, P])))) == C.UNSOLV
 
 
 @pytest.mark.parametrize("status", [[P, P, P, P], [CO, F, P, A], [CO, A, P, F], [CO, S, P, P],
                                     [P, P, P, S]])
 def test_dstar_matches_bfs_hand_built(status):
     g = graph_from_np(hand(status))
-    assert int(dstar_j(g)) == bfs_distance(BENCH, g)
+    assert int(J.dstar(g)) == bfs_distance(BENCH, g)
 
 
 def test_candidates_layout():
     g = graph_from_np(hand([P, P, P, P]))
-    acts, amask = candidates_j(g)
+    acts, amask = J.candidates(g)
     chex.assert_shape(acts, (C.A_MAX, 3))
     acts, amask = np.asarray(acts), np.asarray(amask)
     assert acts.dtype == np.int32 and amask.sum() == 12
@@ -146,7 +132,8 @@ def test_candidates_layout():
     # With real nodes scattered among padding the order is still kind-major, then id.
     arrays = hand([P, P, P, P])
     perm = np.r_[[3, 9, 17, 20], np.setdiff1d(np.arange(C.N_MAX), [3, 9, 17, 20])]
-    acts, amask = (np.asarray(x) for x in candidates_j(graph_from_np(permute(arrays, perm))))
+    h = graph_from_np(env_checks.permute(arrays, perm))
+    acts, amask = (np.asarray(x) for x in J.candidates(h))
     np.testing.assert_array_equal(acts[:12], [(k, i, -1) for k in range(3) for i in (3, 9, 17, 20)])
     assert amask.sum() == 12 and amask[:12].all()
 
@@ -173,8 +160,8 @@ def test_explain_templates():
 def test_branch_properties(status, kind, node, dirs):
     g = graph_from_np(hand(status))
     a = act(kind, node)
-    ok = bool(valid_j(g, a))
-    g_succ, g_fail, q = branches_j(g, a)
+    ok = bool(J.valid(g, a))
+    g_succ, g_fail, q = J.branches(g, a)
     before, succ, fail = (np.asarray(x) for x in (g.status, g_succ.status, g_fail.status))
     assert 0.0 <= float(q) <= 0.5
     changed = (succ != before) | (fail != before)
@@ -183,25 +170,16 @@ def test_branch_properties(status, kind, node, dirs):
     else:
         assert not np.delete(changed, node).any()        # only the argument changes
         assert (float(q) > 0) == (fail[node] == F)
-    for nxt in (g_succ, g_fail):                          # decodability on both branches
-        direction = common.direction(g.status, nxt.status)
-        np.testing.assert_array_equal(decode_j(g, a, direction), nxt.status)
-    # Any direction vector decodes to valid status codes and keeps 0-direction nodes.
-    full_dirs = jnp.zeros(C.N_MAX, jnp.int8).at[:4].set(jnp.asarray(dirs, jnp.int8))
-    decoded = np.asarray(decode_j(g, a, full_dirs))
-    assert ((decoded >= 0) & (decoded < C.N_STATUS)).all()
-    np.testing.assert_array_equal(decoded[np.asarray(full_dirs) == 0],
-                                  before[np.asarray(full_dirs) == 0])
+    env_checks.assert_decodes_branches_and_any_direction(BENCH, g, a, dirs)
 
 
 def test_failure_probability_is_sampled_independently():
     g = graph_from_np(hand([CO, A, P, P]))
     a = act(EXECUTE, 1)
-    sample_many = jax.jit(jax.vmap(BENCH.sample, in_axes=(0, None, None)))
     with jax.debug_key_reuse(True):
         k_exec, k_skip = jax.random.split(jax.random.key(0))
-        g_next, failed = sample_many(jax.random.split(k_exec, 4000), g, a)
-        _, never = sample_many(jax.random.split(k_skip, 4000), g, act(SKIP, 3))
+        g_next, failed = J.sample_many(jax.random.split(k_exec, 4000), g, a)
+        _, never = J.sample_many(jax.random.split(k_skip, 4000), g, act(SKIP, 3))
     failed = np.asarray(failed)
     assert abs(failed.mean() - 0.35) < 0.03
     np.testing.assert_array_equal(np.asarray(g_next.status)[:, 1], np.where(failed, F, CO))
@@ -212,33 +190,18 @@ def test_failure_probability_is_sampled_independently():
 # Generated tasks
 
 
-def _tasks(split, count):
-    return [generate.generate_task("taskgraph", split, i) for i in range(count)]
-
-
 @pytest.fixture(scope="module")
 def val_tasks():
-    return _tasks("val", 8)
+    return env_checks.generated(BENCH, "val", range(8))
 
 
 @pytest.fixture(scope="module")
 def ood_tasks():
-    return _tasks("test_ood", 8)
+    return env_checks.generated(BENCH, "test_ood", range(8))
 
 
 def test_generator_determinism_and_ranges(val_tasks, ood_tasks):
-    again = generate.generate_task("taskgraph", "val", 3)
-    for name in generate.ARRAY_FIELDS:
-        np.testing.assert_array_equal(np.asarray(again[name]), np.asarray(val_tasks[3][name]))
-    for tasks, split in ((val_tasks, "val"), (ood_tasks, "test_ood")):
-        lo, hi = generate.split_range("taskgraph", split)
-        for task in tasks:
-            assert lo <= int(task["horizon"]) <= hi
-            assert int(task["budget"]) == C.step_budget(int(task["horizon"]))
-            assert int(dstar_j(graph_from_np(task))) == int(task["horizon"])
-    a1, m1 = generate.generate_split("taskgraph", "test_id", count=3)
-    a2, m2 = generate.generate_split("taskgraph", "test_id", count=3)
-    assert m1["sha256"] == m2["sha256"] == generate.checksum(a2)
+    env_checks.assert_generator_deterministic_and_in_range(BENCH, val_tasks, ood_tasks, index=3)
 
 
 def test_generator_structure():
@@ -277,7 +240,7 @@ def _small_tasks(count, seed, max_n=7, max_d=6):
     while len(out) < count:
         task = BENCH.sample_task(rng, "train")
         if task is not None and task["nmask"].sum() <= max_n:
-            if 1 <= int(dstar_j(graph_from_np(task))) <= max_d:
+            if 1 <= int(J.dstar(graph_from_np(task))) <= max_d:
                 out.append(task)
     return out
 
@@ -287,48 +250,24 @@ def test_dstar_matches_bfs_on_small_generated_tasks():
     walked = 0
     for task in _small_tasks(8, seed=11, max_n=6, max_d=5):
         g = graph_from_np(task)
-        assert int(dstar_j(g)) == bfs_distance(BENCH, g)
+        assert int(J.dstar(g)) == bfs_distance(BENCH, g)
         # Also from a state a few random execute / retry steps later, through either branch, so
         # that ACTIVE and FAILED nodes appear (skips of required nodes: the hand-built cases).
-        acts, _ = candidates_j(g)
+        acts, _ = J.candidates(g)
         for _ in range(3):
-            ok = np.asarray(valid_candidates(g)) & (np.asarray(acts[:, 0]) != SKIP)
+            ok = np.asarray(J.valid_candidates(g)) & (np.asarray(acts[:, 0]) != SKIP)
             if not ok.any():
                 break
-            g_succ, g_fail, _ = branches_j(g, acts[rng.choice(np.flatnonzero(ok))])
+            g_succ, g_fail, _ = J.branches(g, acts[rng.choice(np.flatnonzero(ok))])
             g = g_fail if rng.random() < 0.5 else g_succ
-        if int(dstar_j(g)) <= 5:
+        if int(J.dstar(g)) <= 5:
             walked += int((np.asarray(g.status) == F).any() | (np.asarray(g.status) == A).any())
-            assert int(dstar_j(g)) == bfs_distance(BENCH, g)
+            assert int(J.dstar(g)) == bfs_distance(BENCH, g)
     assert walked >= 3
 
 
-def permute(task, perm):
-    """The same task with node `v` moved to position `perm[v]` (padding moves too)."""
-    out = dict(task)
-    inv = np.argsort(perm)
-    for name in ("status", "ntype", "goal", "attr", "hidden", "nmask"):
-        out[name] = np.asarray(task[name])[inv]
-    for name in ("etype", "anc"):
-        out[name] = np.asarray(task[name])[inv][:, inv]
-    return out
-
-
 def test_padding_and_permutation_invariance(val_tasks, ood_tasks):
-    rng = np.random.default_rng(5)
-    for task in val_tasks[:4] + ood_tasks[:4]:
-        perm = rng.permutation(C.N_MAX)
-        g, h = graph_from_np(task), graph_from_np(permute(task, perm))
-        assert int(dstar_j(g)) == int(dstar_j(h))
-        acts, amask = candidates_j(g)
-        acts_h, amask_h = candidates_j(h)
-        assert int(amask.sum()) == int(amask_h.sum())
-        for slot in np.flatnonzero(np.asarray(amask))[::5]:
-            a = np.asarray(acts[slot])
-            b = jnp.asarray([a[0], perm[a[1]], -1], jnp.int32)
-            assert bool(valid_j(g, acts[slot])) == bool(valid_j(h, b))
-            np.testing.assert_array_equal(np.asarray(modal_j(g, acts[slot]).status),
-                                          np.asarray(modal_j(h, b).status)[perm])
+    env_checks.assert_padding_and_permutation_invariance(BENCH, val_tasks[:4] + ood_tasks[:4])
 
 
 def test_oracle_reaches_goal_in_exactly_h_modal_steps(val_tasks, ood_tasks):
@@ -340,37 +279,9 @@ def test_decodable_on_generated_transitions(val_tasks, ood_tasks):
 
 
 def test_jit_vmap_over_candidates(val_tasks):
-    g = graph_from_np(val_tasks[0])
-    acts, amask = candidates_j(g)
-    with jax.debug_key_reuse(True):
-        keys = jax.random.split(jax.random.key(2), C.A_MAX)
-        ok, (g_succ, g_fail, q), (g_next, failed), support = jax.jit(lambda g, acts, keys: (
-            jax.vmap(BENCH.valid, (None, 0))(g, acts),
-            jax.vmap(BENCH.branches, (None, 0))(g, acts),
-            jax.vmap(BENCH.sample, (0, None, 0))(keys, g, acts),
-            jax.vmap(lambda a: common.support(BENCH, g, a))(acts)))(g, acts, keys)
-    chex.assert_shape([ok, q, failed], (C.A_MAX,))
-    chex.assert_shape([g_succ.status, g_fail.status, g_next.status], (C.A_MAX, C.N_MAX))
-    chex.assert_shape(support, (C.A_MAX, C.N_MAX, C.N_STATUS))
-    assert np.asarray(ok)[~np.asarray(amask)].sum() == 0
-    assert np.asarray(support).sum(-1).min() >= 1
+    env_checks.assert_jit_vmap_over_candidates(BENCH, val_tasks[0])
 
 
 def test_step_compiles_once_for_two_tasks(val_tasks):
-    chex.clear_trace_counter()
-
-    @jax.jit
-    @chex.assert_max_traces(n=1)
-    def step(key, g, a):
-        return common.step(BENCH, key, g, a)
-
-    with jax.debug_key_reuse(True):
-        keys = jax.random.split(jax.random.key(3), 2)
-        for key, task in zip(keys, val_tasks[:2]):
-            g = graph_from_np(task)
-            a = oracle_j(g)
-            g_next, info = step(key, g, a)
-            assert bool(info.valid) and int(g_next.t) == 1
-            chex.assert_tree_all_finite(info.reward)
+    env_checks.assert_step_compiles_once(BENCH, val_tasks[:2])
     assert taskgraph.sample_task is BENCH.sample_task
-    assert graph_to_np(g_next)["status"].dtype == np.int8

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bsjax.gilp import config as C
-from bsjax.gilp import generate, types
-from bsjax.gilp.envs import common, toolchain
+from bsjax.gilp import types
+from bsjax.gilp.envs import toolchain
 from bsjax.gilp.envs.toolchain import BENCH, CALL, ROLLBACK, VERIFY
 from bsjax.gilp.types import graph_from_np
 
@@ -23,21 +23,7 @@ from gilp.bfs import bfs_distance  # noqa: E402
 
 P, A, CO, F, S = C.PENDING, C.ACTIVE, C.COMPLETED, C.FAILED, C.SKIPPED
 
-valid_j = jax.jit(BENCH.valid)
-branches_j = jax.jit(BENCH.branches)
-dstar_j = jax.jit(BENCH.dstar)
-candidates_j = jax.jit(BENCH.candidates)
-decode_j = jax.jit(BENCH.decode)
-sample_j = jax.jit(BENCH.sample)
-oracle_j = jax.jit(lambda g: common.oracle_action(BENCH, g))
-modal_j = jax.jit(lambda g, a: common.modal(BENCH, g, a))
-
-
-@jax.jit
-def valid_candidates(g):
-    """`[A]` bool: the candidate slots that hold a valid action."""
-    acts, amask = BENCH.candidates(g)
-    return jax.vmap(BENCH.valid, (None, 0))(g, acts) & amask
+J = env_checks.jitted(BENCH)
 
 
 def build(edges, status, goals, phi, cats=None):
@@ -101,26 +87,26 @@ RULES = [
 def test_rule_rows(status, action, ok, succ, fail, q):
     g = graph_from_np(hand(status))
     a = act(*action)
-    assert bool(valid_j(g, a)) == ok
-    g_succ, g_fail, q_out = branches_j(g, a)
+    assert bool(J.valid(g, a)) == ok
+    g_succ, g_fail, q_out = J.branches(g, a)
     assert float(q_out) == pytest.approx(q)
     np.testing.assert_array_equal(np.asarray(g_succ.status)[:5], succ if ok else status)
     np.testing.assert_array_equal(np.asarray(g_fail.status)[:5], fail if ok else status)
     assert g_succ.status.dtype == jnp.int8 and not np.asarray(g_fail.status)[5:].any()
     # The modal successor of a call with an unverified input is the failure.
     expected_modal = fail if ok and q > 0.5 else (succ if ok else status)
-    np.testing.assert_array_equal(np.asarray(modal_j(g, a).status)[:5], expected_modal)
+    np.testing.assert_array_equal(np.asarray(J.modal(g, a).status)[:5], expected_modal)
 
 
 def test_actions_on_padded_tools_are_invalid():
     g = graph_from_np(hand([P] * 5))
     for kind in range(3):
         for i in (5, 23, -1, 24):
-            assert not bool(valid_j(g, act(kind, i)))
+            assert not bool(J.valid(g, act(kind, i)))
 
 
 def test_dstar_hand_built():
-    d = lambda status: int(dstar_j(graph_from_np(hand(status))))  # noqa: E731
+    d = lambda status: int(J.dstar(graph_from_np(hand(status))))  # noqa: E731
     assert d([P, P, P, P, P]) == 8                  # tool 4 is not required
     assert d([CO, CO, A, P, F]) == 1 + 2
     assert d([CO, CO, CO, CO, P]) == 0
@@ -136,7 +122,7 @@ def test_dstar_hand_built():
                                     [CO, P, F, F, S], [F, P, F, P, S]])
 def test_dstar_matches_bfs_hand_built(status):
     g = graph_from_np(hand(status))
-    assert int(dstar_j(g)) == bfs_distance(BENCH, g)
+    assert int(J.dstar(g)) == bfs_distance(BENCH, g)
 
 
 def test_known_gap_of_the_spec_formula():
@@ -145,13 +131,13 @@ def test_known_gap_of_the_spec_formula():
     BFS finds 9 steps where the formula says 10. States like this arise only from calls with
     unverified inputs, never along the oracle's modal path."""
     g = graph_from_np(build([(0, 1), (0, 2), (0, 3)], [A, F, F, F], [1, 2, 3], [0, 0, 0, 0]))
-    assert int(dstar_j(g)) == 1 + 3 * 3
+    assert int(J.dstar(g)) == 1 + 3 * 3
     assert bfs_distance(BENCH, g) == 9
 
 
 def test_candidates_layout():
     g = graph_from_np(hand([P] * 5))
-    acts, amask = candidates_j(g)
+    acts, amask = J.candidates(g)
     chex.assert_shape(acts, (C.A_MAX, 3))
     acts, amask = np.asarray(acts), np.asarray(amask)
     assert acts.dtype == np.int32 and amask.sum() == 15
@@ -181,8 +167,8 @@ def test_explain_templates():
 def test_branch_properties(status, kind, node, dirs):
     g = graph_from_np(hand(status))
     a = act(kind, node)
-    ok = bool(valid_j(g, a))
-    g_succ, g_fail, q = branches_j(g, a)
+    ok = bool(J.valid(g, a))
+    g_succ, g_fail, q = J.branches(g, a)
     before, succ, fail = (np.asarray(x) for x in (g.status, g_succ.status, g_fail.status))
     assert 0.0 <= float(q) <= 1.0
     if not ok:
@@ -194,23 +180,15 @@ def test_branch_properties(status, kind, node, dirs):
         assert (np.delete(succ, node) == np.delete(before, node)).all()
     else:
         assert float(q) == 0.0 and (succ == fail).all()
-    for nxt in (g_succ, g_fail):                          # decodability on both branches
-        direction = common.direction(g.status, nxt.status)
-        np.testing.assert_array_equal(decode_j(g, a, direction), nxt.status)
-    full_dirs = jnp.zeros(C.N_MAX, jnp.int8).at[:5].set(jnp.asarray(dirs, jnp.int8))
-    decoded = np.asarray(decode_j(g, a, full_dirs))
-    assert ((decoded >= 0) & (decoded < C.N_STATUS)).all()
-    np.testing.assert_array_equal(decoded[np.asarray(full_dirs) == 0],
-                                  before[np.asarray(full_dirs) == 0])
+    env_checks.assert_decodes_branches_and_any_direction(BENCH, g, a, dirs)
 
 
 def test_failure_probability_is_sampled_independently():
     g = graph_from_np(hand([CO, CO, P, P, P]))
-    sample_many = jax.jit(jax.vmap(BENCH.sample, in_axes=(0, None, None)))
     with jax.debug_key_reuse(True):
         k_flaky, k_blocked = jax.random.split(jax.random.key(0))
-        g_next, failed = sample_many(jax.random.split(k_flaky, 4000), g, act(CALL, 2))
-        _, blocked = sample_many(jax.random.split(k_blocked, 4000), g, act(CALL, 3))
+        g_next, failed = J.sample_many(jax.random.split(k_flaky, 4000), g, act(CALL, 2))
+        _, blocked = J.sample_many(jax.random.split(k_blocked, 4000), g, act(CALL, 3))
     failed = np.asarray(failed)
     assert abs(failed.mean() - 0.25) < 0.03
     np.testing.assert_array_equal(np.asarray(g_next.status)[:, 2], np.where(failed, F, A))
@@ -223,27 +201,16 @@ def test_failure_probability_is_sampled_independently():
 
 @pytest.fixture(scope="module")
 def val_tasks():
-    return [generate.generate_task("toolchain", "val", i) for i in range(8)]
+    return env_checks.generated(BENCH, "val", range(8))
 
 
 @pytest.fixture(scope="module")
 def ood_tasks():
-    return [generate.generate_task("toolchain", "test_ood", i) for i in range(8)]
+    return env_checks.generated(BENCH, "test_ood", range(8))
 
 
 def test_generator_determinism_and_ranges(val_tasks, ood_tasks):
-    again = generate.generate_task("toolchain", "val", 5)
-    for name in generate.ARRAY_FIELDS:
-        np.testing.assert_array_equal(np.asarray(again[name]), np.asarray(val_tasks[5][name]))
-    for tasks, split in ((val_tasks, "val"), (ood_tasks, "test_ood")):
-        lo, hi = generate.split_range("toolchain", split)
-        for task in tasks:
-            assert lo <= int(task["horizon"]) <= hi
-            assert int(task["budget"]) == C.step_budget(int(task["horizon"]))
-            assert int(dstar_j(graph_from_np(task))) == int(task["horizon"])
-    a1, m1 = generate.generate_split("toolchain", "test_id", count=3)
-    a2, m2 = generate.generate_split("toolchain", "test_id", count=3)
-    assert m1["sha256"] == m2["sha256"] == generate.checksum(a2)
+    env_checks.assert_generator_deterministic_and_in_range(BENCH, val_tasks, ood_tasks, index=5)
 
 
 def test_generator_structure():
@@ -282,7 +249,7 @@ def _small_tasks(count, seed, max_n=6, max_d=6):
     out = []
     while len(out) < count:
         task = BENCH.sample_task(rng, "train")
-        if task["nmask"].sum() <= max_n and 1 <= int(dstar_j(graph_from_np(task))) <= max_d:
+        if task["nmask"].sum() <= max_n and 1 <= int(J.dstar(graph_from_np(task))) <= max_d:
             out.append(task)
     return out
 
@@ -304,15 +271,15 @@ def test_dstar_matches_bfs_on_small_generated_tasks():
     walked = 0
     for task in _small_tasks(6, seed=11, max_n=5):
         g = graph_from_np(task)
-        assert int(dstar_j(g)) == bfs_distance(BENCH, g)
+        assert int(J.dstar(g)) == bfs_distance(BENCH, g)
         # A few random valid steps later, through either branch (FAILED tools appear).
-        acts, _ = candidates_j(g)
+        acts, _ = J.candidates(g)
         for _ in range(3):
-            ok = np.asarray(valid_candidates(g))
-            g_succ, g_fail, q = branches_j(g, acts[rng.choice(np.flatnonzero(ok))])
+            ok = np.asarray(J.valid_candidates(g))
+            g_succ, g_fail, q = J.branches(g, acts[rng.choice(np.flatnonzero(ok))])
             # Either branch, but only one with nonzero probability.
             g = g_fail if float(q) == 1.0 or (float(q) > 0 and rng.random() < 0.5) else g_succ
-        d = int(dstar_j(g))
+        d = int(J.dstar(g))
         if d <= 7:
             walked += int((np.asarray(g.status) == F).any())
             bfs = bfs_distance(BENCH, g)
@@ -320,30 +287,8 @@ def test_dstar_matches_bfs_on_small_generated_tasks():
     assert walked >= 2
 
 
-def permute(task, perm):
-    """The same task with tool `v` moved to position `perm[v]` (padding moves too)."""
-    out = dict(task)
-    inv = np.argsort(perm)
-    for name in ("status", "ntype", "goal", "attr", "hidden", "nmask"):
-        out[name] = np.asarray(task[name])[inv]
-    for name in ("etype", "anc"):
-        out[name] = np.asarray(task[name])[inv][:, inv]
-    return out
-
-
 def test_padding_and_permutation_invariance(val_tasks, ood_tasks):
-    rng = np.random.default_rng(5)
-    for task in val_tasks[:4] + ood_tasks[:4]:
-        perm = rng.permutation(C.N_MAX)
-        g, h = graph_from_np(task), graph_from_np(permute(task, perm))
-        assert int(dstar_j(g)) == int(dstar_j(h))
-        acts, amask = candidates_j(g)
-        for slot in np.flatnonzero(np.asarray(amask))[::3]:
-            a = np.asarray(acts[slot])
-            b = jnp.asarray([a[0], perm[a[1]], -1], jnp.int32)
-            assert bool(valid_j(g, acts[slot])) == bool(valid_j(h, b))
-            np.testing.assert_array_equal(np.asarray(modal_j(g, acts[slot]).status),
-                                          np.asarray(modal_j(h, b).status)[perm])
+    env_checks.assert_padding_and_permutation_invariance(BENCH, val_tasks[:4] + ood_tasks[:4])
 
 
 def test_oracle_reaches_goal_in_exactly_h_modal_steps(val_tasks, ood_tasks):
@@ -355,34 +300,8 @@ def test_decodable_on_generated_transitions(val_tasks, ood_tasks):
 
 
 def test_jit_vmap_over_candidates(val_tasks):
-    g = graph_from_np(val_tasks[0])
-    acts, amask = candidates_j(g)
-    with jax.debug_key_reuse(True):
-        keys = jax.random.split(jax.random.key(2), C.A_MAX)
-        ok, (g_succ, g_fail, q), (g_next, failed), support = jax.jit(lambda g, acts, keys: (
-            jax.vmap(BENCH.valid, (None, 0))(g, acts),
-            jax.vmap(BENCH.branches, (None, 0))(g, acts),
-            jax.vmap(BENCH.sample, (0, None, 0))(keys, g, acts),
-            jax.vmap(lambda a: common.support(BENCH, g, a))(acts)))(g, acts, keys)
-    chex.assert_shape([ok, q, failed], (C.A_MAX,))
-    chex.assert_shape([g_succ.status, g_fail.status, g_next.status], (C.A_MAX, C.N_MAX))
-    chex.assert_shape(support, (C.A_MAX, C.N_MAX, C.N_STATUS))
-    assert np.asarray(ok)[~np.asarray(amask)].sum() == 0
-    assert np.asarray(support).sum(-1).min() >= 1
+    env_checks.assert_jit_vmap_over_candidates(BENCH, val_tasks[0])
 
 
 def test_step_compiles_once_for_two_tasks(val_tasks):
-    chex.clear_trace_counter()
-
-    @jax.jit
-    @chex.assert_max_traces(n=1)
-    def step(key, g, a):
-        return common.step(BENCH, key, g, a)
-
-    with jax.debug_key_reuse(True):
-        keys = jax.random.split(jax.random.key(3), 2)
-        for key, task in zip(keys, val_tasks[:2]):
-            g = graph_from_np(task)
-            g_next, info = step(key, g, oracle_j(g))
-            assert bool(info.valid) and int(g_next.t) == 1
-            chex.assert_tree_all_finite(info.reward)
+    env_checks.assert_step_compiles_once(BENCH, val_tasks[:2])
