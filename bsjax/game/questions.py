@@ -1,9 +1,10 @@
 """The 83-template question catalog and the region DSL, as cell masks and bitboards.
 
 Host side (numpy): the catalog (`CATALOG`, `catalog_cells`, `catalog_bits`, ...; paper-protocol
-§6.1); the DSL compiler `compile_spec` lives in `bsjax.game.region_dsl`. In graph (JAX, one game): hit clusters
-(4-connected components of hit cells, §7.4), the hit frontier, the two state-dependent DSL
-regions (`frontier_ring`, `cluster_neighborhood`) and the `exists_ship` answer.
+§6.1); the DSL compiler `compile_spec` lives in `bsjax.game.region_dsl`. In graph (JAX, one
+game): hit clusters (4-connected components of hit cells, §7.4), the hit frontier, the two
+state-dependent DSL regions (`frontier_ring`, `cluster_neighborhood`) and the `exists_ship`
+answer.
 
 Cells are indexed `c = cols * row + col` (rows A-H top to bottom, columns 1-8); "E5" is cell 36.
 Every catalog region includes revealed cells: a template is answered on the full board.
@@ -92,12 +93,12 @@ def cell_index(name: str, rows: int = BOARD_ROWS, cols: int = BOARD_COLS) -> int
     return row * cols + col
 
 
-def _rect(r0: int, r1: int, c0: int, c1: int, cols: int = BOARD_COLS) -> tuple[int, ...]:
+def rect_cells(r0: int, r1: int, c0: int, c1: int, cols: int = BOARD_COLS) -> tuple[int, ...]:
     """Cells of rows r0..r1 x columns c0..c1 (inclusive), sorted."""
     return tuple(r * cols + c for r in range(r0, r1 + 1) for c in range(c0, c1 + 1))
 
 
-_QUADRANT_RECTS = {
+QUADRANT_RECTS = {
     "top-left": (0, 3, 0, 3),
     "top-right": (0, 3, 4, 7),
     "bottom-left": (4, 7, 0, 3),
@@ -117,26 +118,27 @@ def _build_catalog() -> tuple[Template, ...]:
     last_row, last_col = BOARD_ROWS - 1, BOARD_COLS - 1
     for r in range(BOARD_ROWS):
         label = ROW_LABELS[r]
-        add("row", f"row:{label}", f"Is there a ship in row {label}?", _rect(r, r, 0, last_col))
+        add("row", f"row:{label}", f"Is there a ship in row {label}?",
+            rect_cells(r, r, 0, last_col))
     for c in range(BOARD_COLS):
         add("column", f"column:{c + 1}", f"Is there a ship in column {c + 1}?",
-            _rect(0, last_row, c, c))
+            rect_cells(0, last_row, c, c))
     for name in QUADRANTS:
         add("quadrant", f"quadrant:{name}", f"Is there a ship in the {name} quadrant?",
-            _rect(*_QUADRANT_RECTS[name]))
+            rect_cells(*QUADRANT_RECTS[name]))
     for r in range(BOARD_ROWS - 1):
         a, b = ROW_LABELS[r], ROW_LABELS[r + 1]
         add("row-band-2", f"row-band-2:{a}-{b}", f"Is there a ship in rows {a}-{b}?",
-            _rect(r, r + 1, 0, last_col))
+            rect_cells(r, r + 1, 0, last_col))
     for c in range(BOARD_COLS - 1):
         add("column-band-2", f"column-band-2:{c + 1}-{c + 2}",
-            f"Is there a ship in columns {c + 1}-{c + 2}?", _rect(0, last_row, c, c + 1))
+            f"Is there a ship in columns {c + 1}-{c + 2}?", rect_cells(0, last_row, c, c + 1))
     for r in range(BOARD_ROWS - 1):
         for c in range(BOARD_COLS - 1):
             tl = cell_name(r * BOARD_COLS + c)
             br = cell_name((r + 1) * BOARD_COLS + c + 1)
             add("block-2x2", f"block-2x2:{tl}-{br}", f"Is there a ship in block {tl}-{br}?",
-                _rect(r, r + 1, c, c + 1))
+                rect_cells(r, r + 1, c, c + 1))
     assert len(out) == N_TEMPLATES
     return tuple(out)
 
@@ -207,7 +209,7 @@ def _coords(rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @functools.lru_cache(maxsize=None)
-def _manhattan(rows: int, cols: int) -> np.ndarray:
+def manhattan_distances(rows: int, cols: int) -> np.ndarray:
     """`[C, C]` int32 Manhattan distance between every pair of cells."""
     r, c = _coords(rows, cols)
     return (np.abs(r[:, None] - r[None, :]) + np.abs(c[:, None] - c[None, :])).astype(np.int32)
@@ -281,7 +283,8 @@ def frontier_ring(anchor: jnp.ndarray, radius: jnp.ndarray, unknown_cells: jnp.n
                   rows: int, cols: int) -> jnp.ndarray:
     """DSL `frontier_ring`: unknown cells at Manhattan distance 1..radius from `anchor`.
 
-    Anchor validity (a hit or frontier cell) is checked by `region_dsl.compile_spec` on the host, not here.
+    Anchor validity (a hit or frontier cell) is checked on the host by
+    `region_dsl.compile_spec`, not here.
 
     Args:
       anchor: `[]` int32 cell index.
@@ -293,7 +296,7 @@ def frontier_ring(anchor: jnp.ndarray, radius: jnp.ndarray, unknown_cells: jnp.n
       `[C]` bool region.
     """
     chex.assert_shape(unknown_cells, (rows * cols,))
-    dist = jnp.asarray(_manhattan(rows, cols))[anchor]
+    dist = jnp.asarray(manhattan_distances(rows, cols))[anchor]
     return unknown_cells.astype(bool) & (dist >= 1) & (dist <= radius)
 
 
@@ -319,7 +322,7 @@ def cluster_neighborhood(anchor: jnp.ndarray, depth: jnp.ndarray, hit_cells: jnp
     labels = hit_clusters(hit_cells, rows, cols)
     anchor_label = labels[anchor]
     cluster = (labels == anchor_label) & (anchor_label >= 0)                      # [C]
-    dist = jnp.asarray(_manhattan(rows, cols))                                    # [C, C]
+    dist = jnp.asarray(manhattan_distances(rows, cols))                                    # [C, C]
     to_cluster = jnp.min(jnp.where(cluster[None, :], dist, n_cells), axis=1)      # [C]
     return unknown_cells.astype(bool) & ~cluster & (to_cluster <= depth)
 

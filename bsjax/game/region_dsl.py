@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from bsjax.game.questions import (_QUADRANT_RECTS, BOARD_COLS, BOARD_ROWS, N_CELLS, PREDICATES,
-                                  QUADRANTS, REGION_KINDS, ROW_LABELS, _manhattan, _rect,
-                                  cell_index, cell_name)
+from bsjax.game.questions import (BOARD_COLS, BOARD_ROWS, N_CELLS, PREDICATES, QUADRANT_RECTS,
+                                  QUADRANTS, REGION_KINDS, ROW_LABELS, cell_index, cell_name,
+                                  manhattan_distances, rect_cells)
 
 
 def _np_frontier(hit: np.ndarray, unknown: np.ndarray) -> np.ndarray:
@@ -130,41 +130,41 @@ def compile_spec(spec: dict, hit_cells: np.ndarray, unknown_cells: np.ndarray) -
     last_row, last_col = BOARD_ROWS - 1, BOARD_COLS - 1
     if kind == "row":
         r = _row_label(_field(region, kind, "row"), kind)
-        mask = _mask(_rect(r, r, 0, last_col))
+        mask = _mask(rect_cells(r, r, 0, last_col))
     elif kind == "column":
         c = _column_number(_field(region, kind, "column"), kind) - 1
-        mask = _mask(_rect(0, last_row, c, c))
+        mask = _mask(rect_cells(0, last_row, c, c))
     elif kind == "quadrant":
         name = _field(region, kind, "quadrant")
-        if name not in _QUADRANT_RECTS:
+        if name not in QUADRANT_RECTS:
             raise ValueError(
                 f"quadrant: invalid quadrant {name!r} (choose from {', '.join(QUADRANTS)})")
-        mask = _mask(_rect(*_QUADRANT_RECTS[name]))
+        mask = _mask(rect_cells(*QUADRANT_RECTS[name]))
     elif kind == "row_band_2":
         r = _row_label(_field(region, kind, "start_row", "startRow"), kind)
         if r >= last_row:
             raise ValueError(f"row_band_2 start_row must be A-{ROW_LABELS[last_row - 1]}, "
                              f"got {ROW_LABELS[r]!r}")
-        mask = _mask(_rect(r, r + 1, 0, last_col))
+        mask = _mask(rect_cells(r, r + 1, 0, last_col))
     elif kind == "column_band_2":
         c = _column_number(_field(region, kind, "start_column", "startColumn"), kind) - 1
         if c >= last_col:
             raise ValueError(f"column_band_2 start_column must be 1-{last_col}, got {c + 1}")
-        mask = _mask(_rect(0, last_row, c, c + 1))
+        mask = _mask(rect_cells(0, last_row, c, c + 1))
     elif kind == "block_2x2":
         anchor = _anchor(region, kind)
         r, c = divmod(anchor, BOARD_COLS)
         if r >= last_row or c >= last_col:
             raise ValueError(f"block_2x2 anchor must be a top-left cell A1-"
                              f"{cell_name(last_row * BOARD_COLS - 2)}, got {cell_name(anchor)}")
-        mask = _mask(_rect(r, r + 1, c, c + 1))
+        mask = _mask(rect_cells(r, r + 1, c, c + 1))
     elif kind == "frontier_ring":
         anchor = _anchor(region, kind)
         radius = _level(region, kind, "radius")
         if not (hit[anchor] or _np_frontier(hit, unknown)[anchor]):
             raise ValueError(f"frontier_ring anchor {cell_name(anchor)} is neither a hit nor a "
                              f"frontier cell")
-        dist = _manhattan(BOARD_ROWS, BOARD_COLS)[anchor]
+        dist = manhattan_distances(BOARD_ROWS, BOARD_COLS)[anchor]
         mask = unknown & (dist >= 1) & (dist <= radius)
     else:  # cluster_neighborhood
         anchor = _anchor(region, kind)
@@ -172,7 +172,7 @@ def compile_spec(spec: dict, hit_cells: np.ndarray, unknown_cells: np.ndarray) -
         if not hit[anchor]:
             raise ValueError(f"cluster_neighborhood anchor {cell_name(anchor)} is not a hit cell")
         cluster = _np_cluster(hit, anchor)
-        dist = _manhattan(BOARD_ROWS, BOARD_COLS)[:, cluster].min(axis=1)
+        dist = manhattan_distances(BOARD_ROWS, BOARD_COLS)[:, cluster].min(axis=1)
         mask = unknown & ~cluster & (dist <= depth)
 
     if not mask.any():

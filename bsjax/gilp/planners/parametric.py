@@ -134,7 +134,7 @@ def mpc_plan(model: Callable, bench: Bench, g_obs: Graph, cfg: C.GilpConfig = C.
       model, bench, g_obs: the backbone, the benchmark and one observed graph.
       cfg, params: static settings (γ; M, K).
       sizes: optional static `(n_nodes, n_actions)` cut of node and candidate slots that still
-        covers every real node and candidate (`planning_sizes`); None = full N_MAX / A_MAX.
+        covers every real node and candidate (`imagination.planning_sizes`); None = full N_MAX / A_MAX.
     Returns:
       `PlanOut`; `score` holds the MPC score on the M rolled-out slots and −inf elsewhere.
     """

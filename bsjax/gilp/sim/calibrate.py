@@ -275,7 +275,8 @@ def _val_tasks(work: Path, benches: Sequence[str], count: int, split: str = "val
     return {b: pipeline.tasks(Path(work), b, split, count) for b in benches}
 
 
-def _meta(budget: CalibrationBudget, benches, seconds: float, **extra) -> dict:
+def run_meta(budget: CalibrationBudget, benches, seconds: float, **extra) -> dict:
+    """The `meta` block of a calibration document: budget, benchmarks, sizes, seconds, extras."""
     return {"budget": dataclasses.asdict(budget), "benchmarks": list(benches),
             "tasks_per_bench": budget.tasks, "seeds": budget.seeds,
             "seconds": round(seconds, 2), **extra}
@@ -361,10 +362,10 @@ def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
                               if t.band is not None and t.method in summaries3], summaries3)
     stage3_seconds = time.perf_counter() - t3
     doc = R.document(params, tokens, [stage1, stage2], rows3, recheck, summaries3,
-                    _meta(budget, benches, time.perf_counter() - start, backbone=backbone,
-                          stages=list(stages), initial=initial is not None,
-                          profile=profile, run_seed=run_seed,
-                          ood_evaluated=bool(ood), stage3_seconds=round(stage3_seconds, 2)))
+                     run_meta(budget, benches, time.perf_counter() - start, backbone=backbone,
+                              stages=list(stages), initial=initial is not None,
+                              profile=profile, run_seed=run_seed,
+                              ood_evaluated=bool(ood), stage3_seconds=round(stage3_seconds, 2)))
     R.write_outputs(Path(out), doc, PARAMS_FILE, RESIDUALS_FILE)
     log(f"wrote {Path(out) / PARAMS_FILE} and {Path(out) / RESIDUALS_FILE}")
     return doc
@@ -372,5 +373,5 @@ def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
 
 __all__ = ["BUDGETS", "LOCAL_PARAMS_FILE", "PARAMS_FILE", "CalibrationBudget", "Journal",
            "SimSetup", "StageObjective", "StageResult", "agent_objective", "calibrate", "fit_stage",
-           "fit_tokens", "get_budget", "model_digest", "simulate", "simulate_sweep",
+           "fit_tokens", "get_budget", "model_digest", "run_meta", "simulate", "simulate_sweep",
            "stage2_targets", "stage_objective", "with_values"]

@@ -54,15 +54,15 @@ def calibrate_from_real(work: str | Path, out: str | Path, run_dir: str | Path,
     start = time.perf_counter()
     targets, tasks, ids = real_targets_and_tasks(work, run_dir)
     setup = cal.SimSetup(tasks=tasks, models={}, seeds=tuple(range(budget.seeds)),
-                     root_key=jax.random.key(run_seed), task_ids=ids, cfg=cfg)
+                         root_key=jax.random.key(run_seed), task_ids=ids, cfg=cfg)
     objective = cal.agent_objective(setup, targets)
     base = SimParams() if base is None else base
     stage1 = fit_stage(1, objective, base, cal.STAGE1_SPACE, budget.sobol1, budget.nm1, log=log,
                        batch=budget.batch)
     params = with_values(base, stage1.values)
     doc = R.document(params, None, [stage1], [], [], stage1.summaries,
-                    cal._meta(budget, list(tasks), time.perf_counter() - start,
-                          from_real=str(run_dir), run_seed=run_seed))
+                     cal.run_meta(budget, list(tasks), time.perf_counter() - start,
+                                  from_real=str(run_dir), run_seed=run_seed))
     R.write_outputs(Path(out), doc, LOCAL_PARAMS_FILE, cal.LOCAL_RESIDUALS_FILE)
     log(f"wrote {Path(out) / LOCAL_PARAMS_FILE}")
     return doc
