@@ -67,6 +67,11 @@ HORIZON_BUCKETS = ((0, 3), (4, 6), (7, 10), (11, 10_000))
 HORIZON_BUCKET_NAMES = ("H<=3", "4-6", "7-10", ">10")
 
 
+def node_name(v: int) -> str:
+    """`node_3`: how prompts, explanations and event rows name node 3."""
+    return f"node_{int(v)}"
+
+
 def task_seed(bench: str, split: str, index: int) -> int:
     """Seed of task `index` of a split: `1_000_000·bench_id + split_offset + i` (spec §2.7)."""
     return 1_000_000 * BENCH_ID[bench] + SPLIT_OFFSET[split] + index

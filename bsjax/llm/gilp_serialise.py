@@ -12,17 +12,13 @@ import json
 import numpy as np
 
 from bsjax.gilp import config as C
+from bsjax.gilp.config import node_name
 
 FORMATS = ("json_table", "markdown", "nested")
 LEVELS = ("low", "medium", "high")
 TOOL_CATEGORIES = ("search", "fetch", "parse", "compute", "write", "notify")
 # Incoming edges that the checklist lists as "needs" (dependencies and data inputs) or "upstream".
 _NEEDS = (C.DEPENDS_ON, C.DATA_JSON, C.DATA_TABLE, C.DATA_TEXT, C.DATA_BLOB)
-
-
-def node_name(v: int) -> str:
-    """`node_3`."""
-    return f"node_{int(v)}"
 
 
 def real_nodes(graph: dict) -> list[int]:

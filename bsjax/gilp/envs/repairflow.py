@@ -226,24 +226,24 @@ def explain(graph: dict, action: tuple) -> list[str]:
     upstream = [u for u in np.flatnonzero(anc[:, i] & broken) if u != i]
     # The topmost broken ancestor is the inferred root cause.
     roots = [u for u in upstream if not any(anc[w, u] and w != u for w in upstream)]
-    upstream_line = (f"node_{i} has an unresolved upstream failure (node_{roots[0]} failed)"
-                     if roots else None)
+    upstream_line = (f"{C.node_name(i)} has an unresolved upstream failure "
+                     f"({C.node_name(roots[0])} failed)" if roots else None)
     reasons: list[str] = []
     if kind == DIAGNOSE:
         if status[i] not in (C.PENDING, C.FAILED):
-            reasons.append(f"node_{i} is {name}, not pending or failed")
+            reasons.append(f"{C.node_name(i)} is {name}, not pending or failed")
         elif status[i] == C.FAILED and upstream_line:
             reasons.append(upstream_line)
     elif kind == REPAIR:
         if status[i] not in (C.ACTIVE, C.FAILED):
-            reasons.append(f"node_{i} is {name}, not active or failed")
+            reasons.append(f"{C.node_name(i)} is {name}, not active or failed")
         elif status[i] == C.FAILED:
-            reasons.append(upstream_line or f"node_{i} is failed, not active (undiagnosed)")
+            reasons.append(upstream_line or f"{C.node_name(i)} is failed, not active (undiagnosed)")
     elif kind == ISOLATE:
         if bool(np.asarray(graph["goal"])[i]):
-            reasons.append(f"node_{i} is a goal node and cannot be isolated")
+            reasons.append(f"{C.node_name(i)} is a goal node and cannot be isolated")
         elif status[i] == C.SKIPPED:
-            reasons.append(f"node_{i} is skipped, not pending, active, completed or failed")
+            reasons.append(f"{C.node_name(i)} is skipped, not pending, active, completed or failed")
     return reasons
 
 

@@ -208,19 +208,19 @@ def explain(graph: dict, action: tuple) -> list[str]:
     reasons: list[str] = []
     if kind == ASSIGN:
         if status[j] != C.PENDING:
-            reasons.append(f"node_{j} is {name(status[j])}, not pending")
+            reasons.append(f"{C.node_name(j)} is {name(status[j])}, not pending")
         elif etype[i, j] != C.CAN_SERVE:
-            reasons.append(f"node_{j} is not served by node_{i}")
+            reasons.append(f"{C.node_name(j)} is not served by {C.node_name(i)}")
         if status[i] == C.FAILED:
-            reasons.append(f"node_{i} is failed, not pending or active")
+            reasons.append(f"{C.node_name(i)} is failed, not pending or active")
         load = int((etype[i] == C.ASSIGNED).sum())
         capacity = int(round(float(np.asarray(graph["attr"])[i, A_CAP]) * 3))
         if load >= capacity:
-            reasons.append(f"resource node_{i} is at capacity ({load}/{capacity})")
+            reasons.append(f"resource {C.node_name(i)} is at capacity ({load}/{capacity})")
     elif kind == RELEASE and status[i] != C.ACTIVE:
-        reasons.append(f"node_{i} is {name(status[i])}, not active")
+        reasons.append(f"{C.node_name(i)} is {name(status[i])}, not active")
     elif kind == ESCALATE and status[i] not in (C.PENDING, C.FAILED):
-        reasons.append(f"node_{i} is {name(status[i])}, not pending or failed")
+        reasons.append(f"{C.node_name(i)} is {name(status[i])}, not pending or failed")
     return reasons
 
 

@@ -123,10 +123,6 @@ def decode(g: Graph, a: common.Action, dirs: jax.Array) -> jax.Array:
     return jnp.where(durations(g) == 2, two, one)
 
 
-def _name(v: int) -> str:
-    return f"node_{v}"
-
-
 def explain(graph: dict, action) -> list[str]:
     """Observable reasons (host-side) why an action is invalid or harmful; `[]` if none."""
     kind, i = int(action[0]), int(action[1])
@@ -138,24 +134,25 @@ def explain(graph: dict, action) -> list[str]:
     lines = []
     if kind == EXECUTE:
         if s not in (C.PENDING, C.ACTIVE):
-            lines.append(f"{_name(i)} is {names[s]}, not pending or active")
+            lines.append(f"{C.node_name(i)} is {names[s]}, not pending or active")
         unmet = [k for k in np.flatnonzero((etype[:, i] == C.DEPENDS_ON) & nmask)
                  if status[k] != C.COMPLETED]
         if unmet:
-            waits = ", ".join(f"{_name(k)} {'still ' if status[k] <= C.ACTIVE else ''}"
+            waits = ", ".join(f"{C.node_name(k)} {'still ' if status[k] <= C.ACTIVE else ''}"
                               f"{names[status[k]]}" for k in unmet)
-            lines.append(f"{_name(i)} has unmet dependencies ({waits})")
+            lines.append(f"{C.node_name(i)} has unmet dependencies ({waits})")
     elif kind == SKIP:
         if goal[i]:
-            lines.append(f"{_name(i)} is a goal node")
+            lines.append(f"{C.node_name(i)} is a goal node")
         else:
             needed_by = np.flatnonzero(anc[i] & goal & nmask)
             if len(needed_by):
-                lines.append(f"{_name(i)} is required by goal {_name(int(needed_by[0]))}")
+                goal_name = C.node_name(needed_by[0])
+                lines.append(f"{C.node_name(i)} is required by goal {goal_name}")
         if s not in (C.PENDING, C.ACTIVE, C.FAILED):
-            lines.append(f"{_name(i)} is {names[s]}, not pending, active or failed")
+            lines.append(f"{C.node_name(i)} is {names[s]}, not pending, active or failed")
     elif s != C.FAILED:
-        lines.append(f"{_name(i)} is {names[s]}, not failed")
+        lines.append(f"{C.node_name(i)} is {names[s]}, not failed")
     return lines
 
 

@@ -127,10 +127,6 @@ def decode(g: Graph, a: common.Action, dirs: jax.Array) -> jax.Array:
     return common.decode_with_table(DECODE, g.status, roles, a[0], dirs)
 
 
-def _name(v: int) -> str:
-    return f"node_{v}"
-
-
 def explain(graph: dict, action) -> list[str]:
     """Observable reasons (host-side) why an action is invalid or harmful; `[]` if none."""
     kind, i = int(action[0]), int(action[1])
@@ -141,15 +137,15 @@ def explain(graph: dict, action) -> list[str]:
     lines = []
     if kind == CALL:
         if s != C.PENDING:
-            lines.append(f"{_name(i)} is {names[s]}, not pending")
+            lines.append(f"{C.node_name(i)} is {names[s]}, not pending")
         inputs = np.flatnonzero(np.isin(etype[:, i], DATA_EDGE_TYPES) & nmask)
-        lines += [f"input {_name(int(k))} of {_name(i)} is not verified"
+        lines += [f"input {C.node_name(int(k))} of {C.node_name(i)} is not verified"
                   for k in inputs if status[k] != C.COMPLETED]
     elif kind == VERIFY:
         if s != C.ACTIVE:
-            lines.append(f"{_name(i)} is {names[s]}, not active")
+            lines.append(f"{C.node_name(i)} is {names[s]}, not active")
     elif s not in (C.ACTIVE, C.COMPLETED, C.FAILED):
-        lines.append(f"{_name(i)} is {names[s]}, not active, completed or failed")
+        lines.append(f"{C.node_name(i)} is {names[s]}, not active, completed or failed")
     return lines
 
 
