@@ -173,7 +173,7 @@ def test_local_model_follows_a_per_call_schema():
               "properties": {"selected_action": {"type": "string",
                                                  "enum": ["retry(node_7)", "wait()"]}}}
     reply = local.complete("Reply in JSON.", "Pick an action: fly or swim?", {"num_predict": 24},
-                           schema=schema)
+                           format=schema)
     assert json.loads(reply.content)["selected_action"] in ("retry(node_7)", "wait()")
 
 
@@ -186,7 +186,7 @@ def test_local_greedy_grammar_decodes_what_llama_cpps_grammar_sampler_does():
     from bsjax.llm.backends import LocalBackend
     from bsjax.llm.local_grammar import GreedyGrammar, grammar_for
     local = LocalBackend(max_tokens=48)
-    llm = local._llm
+    llm = local._models[0].llm
     schema = {"type": "object", "required": ["selected_action", "changed_nodes"],
               "properties": {"selected_action": {"type": "string",
                                                  "enum": ["retry(node_7)", "wait()"]},
@@ -211,7 +211,7 @@ def test_local_greedy_grammar_decodes_what_llama_cpps_grammar_sampler_does():
             assert processor.full > 0
     llm.reset()
     reply = local.complete("Reply in JSON.", messages[1]["content"], {"num_predict": 48},
-                           schema=schema)
+                           format=schema)
     assert json.loads(reply.content)["selected_action"] in ("retry(node_7)", "wait()")
 
 

@@ -31,11 +31,17 @@ def _json_tail(capsys) -> dict:
 
 def test_paper_rows_follow_the_published_table():
     study = study_lib.paper_study(study_lib.paper_base())
-    assert [r.id for r in study.rows] == ["B1", "B2", "B3", "B4", "B5", "B6", "bayes"]
+    assert [r.id for r in study.rows] == ["B1", "B2", "B3", "B4", "B5", "B6", "B6-uniform",
+                                          "bayes"]
     configs = {r.id: r.config(study.base) for r in study.rows}
     assert configs["B1"].agent == "greedy" and configs["B2"].agent == "wma"
     assert (configs["B3"].revision, configs["B4"].revision) == ("off", "on")
     assert (configs["B5"].tau, configs["B6"].tau) == (0.0, 1.0)
+    # The null for B6: the same gate, every opening answered by a uniformly random legal reply,
+    # whatever backend the base names.
+    ollama = study_lib.paper_study(study_lib.paper_base(llm="ollama", model="gemma3:4b"))
+    null = {r.id: r.config(ollama.base) for r in ollama.rows}["B6-uniform"]
+    assert (null.agent, null.tau, null.llm, null.model) == ("mra-llm", 1.0, "uniform", None)
     assert all(c.sampler == "chain" and c.rng == "reference" and c.particles == 500
                for c in configs.values())
     grand = study_lib.paper_study(study_lib.paper_base("grand"))
@@ -47,7 +53,8 @@ def test_paper_rows_follow_the_published_table():
 
 def test_llm_none_skips_the_l4_rows():
     study = study_lib.paper_study(study_lib.paper_base(llm="none"))
-    assert [r.id for r in study.active_rows()] == ["B1", "B2", "B3", "B4", "bayes"]
+    # The uniform null needs no model: it stays.
+    assert [r.id for r in study.active_rows()] == ["B1", "B2", "B3", "B4", "B6-uniform", "bayes"]
 
 
 def test_experiment_files_match_the_built_in_studies():
@@ -61,7 +68,7 @@ def test_experiment_files_match_the_built_in_studies():
     assert grand.base == study_lib.paper_base("grand")
     assert [r.id for r in grand.rows] == [r.id for r in study_lib.GRAND_ROWS]
     particles = study_lib.load_toml(ROOT / "experiments" / "paper-particles.toml")
-    assert particles.base.sampler == "particles" and len(particles.rows) == 7
+    assert particles.base.sampler == "particles" and len(particles.rows) == 8
     sweep = study_lib.load_toml(ROOT / "experiments" / "tau-sweep.toml", {"seeds": 1})
     assert sweep.kind == "sweep" and sweep.param == "tau" and sweep.base.seeds == 1
     taus = [dict(r.overrides)["tau"] for r in sweep.rows]
@@ -166,7 +173,7 @@ def test_table_values_and_board_deltas_from_files(tmp_path):
     assert "skipped (--llm none)" in text and "partial 2/4" in text
     csv_lines = tables.to_csv(data, list(rows.values())).splitlines()
     assert csv_lines[0].startswith("id,layer,label,agent,status,llm_rate,avg_f1,wins,games")
-    assert len(csv_lines) == 8
+    assert len(csv_lines) == 9
 
 
 def test_head_to_head_matrix_is_complementary(tmp_path):

@@ -27,6 +27,7 @@ from bsjax.game.suites import BoardError
 from bsjax.harness.loop import BatchRunner, GameSpec, Player
 from bsjax.report import stats
 from bsjax.report.files import read_jsonl
+from bsjax.report.llm_calls import summarize_llm_events
 
 
 class UsageError(ValueError):
@@ -55,11 +56,13 @@ class RunConfig:
     run_seed: int = 0
     random_boards: int = 18
     batch_size: int = 512
-    llm: str = "local"                 # L4 backend: ollama | local | none
+    llm: str = "local"                 # LLM backend: local | ollama | uniform | none
     llm_host: str | None = None        # Ollama server, e.g. http://127.0.0.1:11434
     model: str | None = None           # Ollama model name
     llm_timeout: float = 30.0
+    llm_format: str = "schema"         # schema (per-call JSON Schema) | free (published call)
     devices: int | None = None         # local devices to shard games over (None: all)
+    verbose: bool = False              # llama.cpp's own log lines
 
     @property
     def suite_name(self) -> str:
@@ -70,6 +73,38 @@ class RunConfig:
     @property
     def reference_rng(self) -> bool:
         return self.rng == "reference"
+
+
+MAX_RUN_SEED = 2**32 - 1
+LLM_FORMATS = ("schema", "free")
+
+
+def _validate_llm(cfg: RunConfig) -> None:
+    """The LLM flags: backend, host, model, timeout, format. Raises UsageError."""
+    from bsjax.llm.backends import BACKENDS, check_host, check_model
+    if cfg.llm not in BACKENDS:
+        raise UsageError(f"unknown --llm {cfg.llm!r} (choose from {', '.join(BACKENDS)})")
+    if cfg.llm_format not in LLM_FORMATS:
+        raise UsageError(f"unknown --llm-format {cfg.llm_format!r} (choose from "
+                         f"{', '.join(LLM_FORMATS)})")
+    if cfg.llm == "uniform" and cfg.llm_format != "schema":
+        raise UsageError("--llm uniform draws from each call's JSON Schema: it needs "
+                         "--llm-format schema")
+    for flag, value, check in (("--llm-host", cfg.llm_host, check_host),
+                               ("--model", cfg.model, check_model)):
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise UsageError(f"{flag} must be a string (got {value!r})")
+        try:
+            check(value)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+        if cfg.llm != "ollama":
+            raise UsageError(f"{flag} is for --llm ollama (the backend here is {cfg.llm})")
+    if isinstance(cfg.llm_timeout, bool) or not isinstance(cfg.llm_timeout, (int, float)) \
+            or not 0 < cfg.llm_timeout <= 3600:
+        raise UsageError(f"--llm-timeout must lie in (0, 3600] seconds (got {cfg.llm_timeout})")
 
 
 def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
@@ -97,10 +132,10 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
         raise UsageError(f"--revision must be on or off (got {cfg.revision!r})")
     if cfg.variant not in ("paper", "improved"):
         raise UsageError(f"--variant must be paper or improved (got {cfg.variant!r})")
-    if cfg.llm not in ("ollama", "local", "none"):
-        raise UsageError(f"unknown --llm {cfg.llm!r} (choose from ollama, local, none)")
-    if cfg.llm_timeout <= 0:
-        raise UsageError(f"--llm-timeout must be positive (got {cfg.llm_timeout})")
+    _validate_llm(cfg)
+    if isinstance(cfg.run_seed, bool) or not isinstance(cfg.run_seed, int) \
+            or not 0 <= cfg.run_seed <= MAX_RUN_SEED:
+        raise UsageError(f"--run-seed must lie in 0..{MAX_RUN_SEED} (got {cfg.run_seed})")
     if cfg.batch_size < 1:
         raise UsageError(f"--batch-size must be at least 1 (got {cfg.batch_size})")
     if cfg.devices is not None:
@@ -150,35 +185,55 @@ def make_player(cfg: RunConfig, game_config: GameConfig) -> Player:
     return Player(game_config, agent, sampler, cfg.reference_rng)
 
 
-def _backend(cfg: RunConfig):
-    """The configured LLM backend; an unusable one never stops a run: it is replaced by `none`,
-    so every request falls back and is counted."""
+# Model options of the schema call, per caller: greedy, and a token cap that a reply under the
+# schema never reaches (a revision is ~60 tokens, an action ~10). The free call sends none, as
+# published (the local model then stops at its own 160-token default).
+LLM_OPTIONS = {"revision": {"temperature": 0.0, "num_predict": 128},
+               "captain": {"temperature": 0.0, "num_predict": 32}}
+
+
+def uses_llm(agent) -> str | None:
+    """Which LLM caller an agent needs: "revision" (an L4 gate), "captain" (LM-only) or None."""
+    if getattr(agent, "host_decides", False):
+        return "captain"
+    return "revision" if getattr(agent, "llm", False) else None
+
+
+def make_llm_client(cfg: RunConfig, caller: str, cache_path: Path | None = None):
+    """The run's LLMClient: the configured backend, the call cache at `cache_path` (for a model;
+    the uniform policy and `none` keep none) and the caller's options. A backend that cannot be
+    loaded never stops a run: it is replaced by `none`, so every request falls back, counted."""
     from bsjax.llm.backends import LLMError, NoBackend, make_backend
+    from bsjax.llm.call_cache import CallCache
+    from bsjax.llm.structured import LLMClient
     try:
-        return make_backend(cfg.llm, cfg.llm_host, cfg.model, cfg.llm_timeout)
+        backend = make_backend(cfg.llm, cfg.llm_host, cfg.model, cfg.llm_timeout,
+                               seed=cfg.run_seed, verbose=cfg.verbose)
     except LLMError as err:
         print(f"bsjax: warning: LLM backend unavailable ({err}); every LLM turn falls back",
               file=sys.stderr)
-        return NoBackend()
+        backend = NoBackend()
+    cache = (CallCache(cache_path) if cache_path is not None and cfg.llm in ("local", "ollama")
+             else None)
+    options = LLM_OPTIONS[caller] if cfg.llm_format == "schema" else None
+    return LLMClient(backend, cache, options)
 
 
-def make_reviser(cfg: RunConfig, player: Player):
-    """The L4 host step for agents whose gate asks an LLM (None otherwise)."""
-    if not getattr(player.agent, "llm", False):
-        return None
-    from bsjax.harness.llm_host import RevisionHost
-    return RevisionHost(_backend(cfg), player.agent.presets, player.agent.tau)
-
-
-def make_captain_factory(cfg: RunConfig, player: Player):
-    """Host-deciding captains (LM-only): a factory of per-batch captains, or None."""
-    if not getattr(player.agent, "host_decides", False):
-        return None
-    from bsjax.llm.lm_only import LMOnlyCaptain
-    backend = _backend(cfg)
+def make_llm_hosts(cfg: RunConfig, player: Player, out: Path | None = None, monitor=None):
+    """(reviser, captain) for the BatchRunner: the L4 revision host or the LM-only captain host
+    of agents that need an LLM, with replies cached in OUT/calls.jsonl; (None, None) otherwise."""
+    caller = uses_llm(player.agent)
+    if caller is None:
+        return None, None
+    from bsjax.harness.llm_host import CaptainHost, RevisionHost
+    client = make_llm_client(cfg, caller, out / "calls.jsonl" if out is not None else None)
+    schema = cfg.llm_format == "schema"
+    if caller == "revision":
+        return RevisionHost(client, player.agent.presets, player.agent.tau, schema,
+                            monitor), None
     improved = getattr(player.agent, "variant", "paper") == "improved"
-    return lambda seeds: LMOnlyCaptain(backend, seeds, reference_rng=not improved,
-                                       case_insensitive=improved)
+    return None, CaptainHost(client, reference_rng=not improved, case_insensitive=improved,
+                             schema=schema, monitor=monitor)
 
 
 def game_list(boards: list[suites.Board], seeds: int) -> list[GameSpec]:
@@ -242,11 +297,23 @@ def _prepare_local_dir(out: Path, cfg: RunConfig, resume: bool) -> list[dict]:
 
 # Fields that change how games are batched or placed, never their results: a run may resume
 # with other values.
-PLACEMENT_FIELDS = ("devices", "batch_size")
+PLACEMENT_FIELDS = ("devices", "batch_size", "verbose")
+
+
+# The LLM settings decide results only for agents that call an LLM.
+LLM_FIELDS = ("llm", "llm_host", "model", "llm_timeout", "llm_format")
+# What runs written before a field existed did: the published free call.
+LEGACY_FIELDS = {"llm_format": "free"}
 
 
 def _identity(config: dict) -> dict:
-    return {k: v for k, v in config.items() if k not in PLACEMENT_FIELDS}
+    """The fields that decide a run's results (a resume must match them)."""
+    full = {**dataclasses.asdict(RunConfig()), **LEGACY_FIELDS, **config}
+    agent = agents_lib.AGENTS.get(full.get("agent"))
+    ignored = set(PLACEMENT_FIELDS)
+    if agent is None or uses_llm(agent) is None:
+        ignored |= set(LLM_FIELDS)
+    return {k: v for k, v in full.items() if k not in ignored}
 
 
 def _append_jsonl(path: Path, rows: list[dict]) -> None:
@@ -317,7 +384,9 @@ def game_rows(cfg: RunConfig, games: list[GameSpec], result) -> tuple[list[dict]
         g = games[e.game]
         events.append({"board": g.board_id, "seed": g.seed_index, "turn": int(e.turn) - 1,
                        "kind": "llm", "ok": e.ok, "reason": e.reason,
-                       "latency": round(e.latency, 4), "detail": e.kind, "source": e.source})
+                       "latency": round(e.latency, 4), "detail": e.kind, "source": e.source,
+                       "cached": e.cached, "tokens_in": e.tokens_in, "tokens_out": e.tokens_out,
+                       "backend_s": round(e.backend_s, 4)})
     return rows, events
 
 
@@ -349,14 +418,16 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
         runner = None
         if todo:
             player = make_player(cfg, game_config)
-            runner = BatchRunner(player, batch, make_reviser(cfg, player),
-                                 make_captain_factory(cfg, player), devices=cfg.devices)
+            monitor = getattr(progress, "llm_event", None)
+            reviser, captain = make_llm_hosts(cfg, player, out, monitor)
+            runner = BatchRunner(player, batch, reviser, captain, devices=cfg.devices)
             batch = runner.batch_size  # rounded up to whole slices per device
         if progress is not None:
             progress.start(len(games), len(done_rows))
         for lo in range(0, len(todo), batch):
             chunk = todo[lo:lo + batch]
-            on_turn = (lambda _t, n_done, base=len(done_rows): progress.update(base + n_done)
+            on_turn = (lambda turn, n_done, base=len(done_rows): progress.update(base + n_done,
+                                                                                 turn + 1)
                        ) if progress is not None else None
             batch_start = time.perf_counter()
             result = runner.play(chunk, cfg.run_seed, on_turn)
@@ -376,15 +447,9 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
         progress.stop()
     played = len(todo)
     summary = stats.summarize(done_rows)
-    llm_events = [e for e in read_jsonl(out / "events.jsonl") if e.get("kind") == "llm"]
-    reasons: dict[str, int] = {}
-    for e in llm_events:
-        if not e["ok"]:
-            reasons[e["reason"]] = reasons.get(e["reason"], 0) + 1
+    summary.update(summarize_llm_events(read_jsonl(out / "events.jsonl")))
     summary.update({
-        "fallback_reasons": reasons,
-        "llm_latency_mean": (sum(e["latency"] for e in llm_events) / len(llm_events)
-                             if llm_events else 0.0),
+        "llm": cfg.llm if uses_llm(agents_lib.AGENTS[cfg.agent]) else None,
         "agent": cfg.agent, "protocol": cfg.protocol, "suite": cfg.suite_name,
         "sampler": _sampler_name(cfg), "rng": cfg.rng,
         "particles": cfg.particles, "played_now": played,

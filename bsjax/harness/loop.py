@@ -4,7 +4,6 @@ masked. The only place (with `harness.experiment`) that moves data between devic
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import time
 from typing import Any, Callable
@@ -101,7 +100,11 @@ def game_keys(run_seed: int, game_seeds: np.ndarray, seed_indices: np.ndarray) -
 
 @dataclasses.dataclass
 class LLMEvent:
-    """One LLM call answered between turns (a revision request or an LM-only turn)."""
+    """One LLM call answered between turns (a revision request or an LM-only turn).
+
+    `latency` is the call's wall seconds (near 0 when replayed from the call cache), `backend_s`
+    the backend's own seconds for the reply (replayed from the cache on a hit); `kind` is the
+    detail: the chosen revision kind, the captain's action, or the fault."""
 
     game: int
     turn: int
@@ -110,6 +113,10 @@ class LLMEvent:
     latency: float
     kind: str
     source: str = "revision"   # "revision" (MRA-LLM gate) or "captain" (LM-only turn)
+    cached: bool = False
+    tokens_in: int = 0
+    tokens_out: int = 0
+    backend_s: float = 0.0
 
 
 @dataclasses.dataclass
@@ -154,14 +161,14 @@ class BatchRunner:
     each other, so each device plays its slice and the results equal a one-device run.
     """
 
-    def __init__(self, player: Player, batch_size: int, reviser=None, captain_factory=None,
+    def __init__(self, player: Player, batch_size: int, reviser=None, captain=None,
                  devices: int | None = None):
         self.player = player
         self.sharding = game_sharding(devices)
         n_devices = self.sharding.num_devices if self.sharding is not None else 1
         self.batch_size = -(-batch_size // n_devices) * n_devices  # whole slices per device
         self.reviser = reviser  # L4: answers LLM revision requests between turns
-        self.captain_factory = captain_factory  # host-deciding captains (LM-only)
+        self.captain = captain  # host-deciding captains (LM-only): a `llm_host.CaptainHost`
         # Outputs pinned to the game mesh, so every turn's inputs arrive sharded as compiled.
         jit = (jax.jit if self.sharding is None
                else lambda f: jax.jit(f, out_shardings=self.sharding))
@@ -181,7 +188,7 @@ class BatchRunner:
         self._init = self._init.lower(keys, truths, seeds).compile()
         states, carries = self._init(keys, truths, seeds)
         turn_keys = self._fold(keys, 0)
-        if self.captain_factory is not None:
+        if self.captain is not None:
             actions = self._place(self._host_actions(np.zeros(keys.shape[0], np.int32),
                                                      np.zeros(keys.shape[0], np.int32),
                                                      np.full(keys.shape[0], -1)))
@@ -193,7 +200,9 @@ class BatchRunner:
 
     def play(self, games: list[GameSpec], run_seed: int,
              on_turn: Callable[[int, int], None] | None = None) -> BatchResult:
-        """Play up to `batch_size` games (padded with copies of the last game, then dropped)."""
+        """Play up to `batch_size` games (padded with copies of the last game, then dropped).
+
+        `on_turn(turn, games done)` is called after every turn."""
         n = len(games)
         padded = games + [games[-1]] * (self.batch_size - n)
         truths = jnp.asarray([g.spans for g in padded], jnp.int32)
@@ -209,8 +218,9 @@ class BatchRunner:
         records = []
         llm_calls, fallbacks = np.zeros(n, np.int32), np.zeros(n, np.int32)
         llm_events, llm_seconds = [], 0.0
-        captain = (self.captain_factory([g.game_seed for g in games])
-                   if self.captain_factory is not None else None)
+        captain = self.captain
+        if captain is not None:
+            captain.start([g.game_seed for g in games])
         for turn in range(self.player.config.max_turns):
             if captain is not None:
                 llm_start = time.perf_counter()
@@ -262,7 +272,7 @@ class BatchRunner:
                       question_bits=jnp.asarray(bits, jnp.uint32))
 
     def _host_turn(self, captain, keys, states, carries, n: int):
-        """One turn chosen on the host for every live game (concurrent LLM calls)."""
+        """One turn chosen on the host for every live game (`llm_host.CaptainHost`)."""
         cfg = self.player.config
         hit_bits, miss_bits, shots, asked, turns, done = jax.device_get(
             (states.obs.hit_bits, states.obs.miss_bits, states.shots, states.questions,
@@ -276,23 +286,13 @@ class BatchRunner:
             unknown = np.flatnonzero(~(hits[g] | misses[g]))
             cells[g] = unknown[0] if len(unknown) else 0
         live = [g for g in range(n) if not done[g]]
-
-        def ask(g):
-            start = time.perf_counter()
-            decision = captain.decide(g, hits[g], misses[g], int(turns[g]),
-                                      cfg.max_shots - int(shots[g]),
-                                      cfg.max_questions - int(asked[g]))
-            return g, decision, time.perf_counter() - start
-
-        events = []
-        with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
-            for g, decision, latency in pool.map(ask, live):
-                kinds[g], templates[g] = decision.kind, decision.question
-                if decision.kind == 0:
-                    cells[g] = decision.cell
-                events.append(LLMEvent(g, int(turns[g]) + 1, not decision.fallback,
-                                       decision.reason, latency,
-                                       "question" if decision.kind else "shot", "captain"))
+        decisions, events = captain.decide(live, hits, misses, turns,
+                                           cfg.max_shots - np.asarray(shots),
+                                           cfg.max_questions - np.asarray(asked))
+        for g, decision in zip(live, decisions):
+            kinds[g], templates[g] = decision.kind, decision.question
+            if decision.kind == 0:
+                cells[g] = decision.cell
         states, carries, record = self._act(keys, states, carries,
                                             self._place(self._host_actions(kinds, cells,
                                                                            templates)))

@@ -47,7 +47,10 @@ class Row:
     needs_llm: bool = False   # skipped (and said so in the table) when the base has --llm none
 
     def config(self, base: RunConfig) -> RunConfig:
-        return dataclasses.replace(base, **dict(self.overrides))
+        overrides = dict(self.overrides)
+        if overrides.get("llm", "ollama") != "ollama":  # host and model belong to Ollama
+            overrides = {"llm_host": None, "model": None, **overrides}
+        return dataclasses.replace(base, **overrides)
 
     def to_json(self) -> dict:
         return {"id": self.id, "label": self.label, "layer": self.layer,
@@ -87,6 +90,9 @@ PAPER_ROWS = (
     _row("B4", "MRA, revision on", "L3", agent="mra", revision="on"),
     _row("B5", "MRA-LLM, tau = 0 (gate closed)", "L4", True, agent="mra-llm", tau=0.0),
     _row("B6", "MRA-LLM, tau = 1.0", "L4", True, agent="mra-llm", tau=1.0),
+    # The null for B6: every gate opening answered by a uniformly random legal revision.
+    _row("B6-uniform", "MRA-LLM, tau = 1.0, uniform random revisions", "L4", agent="mra-llm",
+         tau=1.0, llm="uniform", llm_format="schema"),
     _row("bayes", "Bayes-QMD without LLM (Grand et al.)", "ref", agent="bayes"),
 )
 
@@ -120,7 +126,7 @@ def paper_base(protocol: str = "paper", **fields) -> RunConfig:
 # --- sweeps -------------------------------------------------------------------------------------
 
 SWEEPABLE = {f.name: f for f in dataclasses.fields(RunConfig)}
-NOT_SWEEPABLE = ("protocol", "suite", "board_file", "llm_host", "devices", "batch_size")
+NOT_SWEEPABLE = ("protocol", "suite", "board_file", "llm_host", "devices", "batch_size", "verbose")
 
 
 def _number(text: str, kind: type):

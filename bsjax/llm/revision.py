@@ -1,8 +1,20 @@
-"""MRA-LLM's revision request (paper-protocol §9.6): prompt, JSON schema, parsing and guards.
+"""MRA-LLM's revision request (the paper's L4): prompts, the per-call JSON Schema, parsing and
+guards.
 
 The LLM is asked, only when the symbolic gate is open, to choose one policy revision and return
-JSON. Anything unusable — no JSON, an unknown kind, numbers outside the guards — raises
-`InvalidReply` with a short reason; the caller falls back to the symbolic preset and counts it.
+JSON. Two call shapes:
+
+- `schema` (default): the reply is constrained by `response_schema(preview)`, built per call from
+  the values the guards accept — a revision kind, each question budget from 0 up to a cap such
+  that the three caps sum to at most 15 (the preview's own budgets always allowed), a salvage
+  turn in 1..40 and an exploit threshold on a 0.05 grid in [0, 1] — so every reply the schema
+  admits passes the guards. `policyMode` is not asked for: the runtime writes the mode of the
+  chosen kind. The user prompt is compact JSON.
+- `free`: the published call: the paper's system prompt and pretty-printed JSON, no constraint.
+
+Either way the reply goes through `parse_reply`: anything unusable — no JSON, an unknown kind,
+numbers outside the guards — raises `InvalidReply` with a short reason; the caller falls back to
+the symbolic preset and counts it.
 """
 
 from __future__ import annotations
@@ -28,6 +40,48 @@ SYSTEM_PROMPT = (
 )
 
 
+SCHEMA_SYSTEM_PROMPT = (
+    "You choose exactly one reflective policy revision for a Battleship agent whose model of the "
+    "game has lost confidence. Reply with one JSON object: \"revisionKind\" (one of "
+    + ", ".join(f'"{k}"' for k in KINDS) + "), the question budgets \"coarseBudget\", "
+    "\"localBudget\" and \"lateBudget\" (integers >= 0, at most 15 in total), "
+    "\"salvageStartTurn\" (the turn from which late questions are asked, 1-40) and "
+    "\"exploitThreshold\" (the hit probability above which the agent shoots instead of asking, "
+    "0-1). The agent's state and the revision its symbolic rule would make (symbolicPreview) "
+    "follow."
+)
+TOTAL_BUDGET = 15
+SALVAGE_TURNS = tuple(range(1, 41))
+THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(21))
+BUDGET_KEYS = ("coarseBudget", "localBudget", "lateBudget")
+
+
+def budget_caps(budgets) -> tuple[int, int, int]:
+    """Per-budget caps for one call: each budget may go from 0 up to its preview value plus an
+    equal share of the slack to the total of 15, so that any three values within the caps sum to
+    at most 15. Previews over the total (the symbolic path does not check it) are scaled down."""
+    budgets = [max(0, int(b)) for b in budgets]
+    total = sum(budgets)
+    if total > TOTAL_BUDGET:
+        caps = [TOTAL_BUDGET * b // total for b in budgets]
+    else:
+        share, extra = divmod(TOTAL_BUDGET - total, 3)
+        caps = [b + share + (i < extra) for i, b in enumerate(budgets)]
+    return tuple(caps)
+
+
+def response_schema(preview: dict) -> dict:
+    """The JSON Schema of one revision call's legal replies (see the module docstring)."""
+    caps = budget_caps([preview[key] for key in BUDGET_KEYS])
+    budgets = {key: {"type": "integer", "enum": list(range(cap + 1))}
+               for key, cap in zip(BUDGET_KEYS, caps)}
+    properties = {"revisionKind": {"type": "string", "enum": list(KINDS)}, **budgets,
+                  "salvageStartTurn": {"type": "integer", "enum": list(SALVAGE_TURNS)},
+                  "exploitThreshold": {"type": "number", "enum": list(THRESHOLDS)}}
+    return {"type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False}
+
+
 class InvalidReply(ValueError):
     """A reply that cannot be applied; `reason` is one of the counted fallback reasons."""
 
@@ -47,9 +101,11 @@ class Proposal:
     mode: str
 
 
-def user_prompt(state: dict, preview: dict) -> str:
-    """Pretty-printed JSON with `task`, `state` and the `symbolicPreview`."""
-    return json.dumps({"task": TASK, "state": state, "symbolicPreview": preview}, indent=2)
+def user_prompt(state: dict, preview: dict, compact: bool = False) -> str:
+    """JSON with `task`, `state` and the `symbolicPreview`: pretty-printed as published, or
+    compact (no indentation, no spaces) for the schema call."""
+    prompt = {"task": TASK, "state": state, "symbolicPreview": preview}
+    return json.dumps(prompt, separators=(",", ":")) if compact else json.dumps(prompt, indent=2)
 
 
 def host_state(record: dict, tau: float) -> tuple[dict, dict]:

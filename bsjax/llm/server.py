@@ -6,6 +6,11 @@ Backed by any responder `(system, user) -> str` — the embedded local model by 
     bsjax serve-ollama --port 11435 &        # the local Gemma model behind the Ollama API
     bsjax play --agent mra-llm --llm ollama --llm-host http://127.0.0.1:11435
 
+The local model honours the request's `format` as Ollama does (structured outputs): a JSON
+Schema or "json" constrains its decoding (a llama.cpp grammar), and `options` (temperature, seed,
+num_predict) are passed on. A responder made with `with_request=True` is called as
+`(system, user, request)` to see them.
+
 The tests use it with scripted responders to produce every fault the harness must survive
 (HTTP 500, empty or non-JSON replies, slow replies, unknown revision kinds...).
 
@@ -25,7 +30,7 @@ from typing import Callable
 Responder = Callable[[str, str], "str | tuple[int, str] | dict"]
 
 
-def _handler(responder: Responder, model_name: str):
+def _handler(responder: Responder, model_name: str, with_request: bool):
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -59,7 +64,8 @@ def _handler(responder: Responder, model_name: str):
             system = next((m["content"] for m in messages if m.get("role") == "system"), "")
             user = next((m["content"] for m in messages if m.get("role") == "user"), "")
             try:
-                result = responder(system, user)
+                result = (responder(system, user, request) if with_request
+                          else responder(system, user))
             except Exception as err:  # the responder's failure is the server's 500
                 self._send(500, json.dumps({"error": str(err)}).encode())
                 return
@@ -85,9 +91,9 @@ class OllamaAPIServer:
     """A threaded Ollama-API server on loopback; use as a context manager or start/stop."""
 
     def __init__(self, responder: Responder, host: str = "127.0.0.1", port: int = 0,
-                 model_name: str = "gemma3:270m"):
-        self._server = http.server.ThreadingHTTPServer((host, port),
-                                                       _handler(responder, model_name))
+                 model_name: str = "gemma3:270m", with_request: bool = False):
+        self._server = http.server.ThreadingHTTPServer(
+            (host, port), _handler(responder, model_name, with_request))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -111,17 +117,27 @@ class OllamaAPIServer:
         self.stop()
 
 
-def serve_local_model(host: str = "127.0.0.1", port: int = 11435) -> None:
-    """Serve the embedded local model behind the Ollama API until interrupted."""
-    from bsjax.llm.backends import LocalBackend
-    backend = LocalBackend()
+def local_responder(backend) -> Callable[[str, str, dict], dict]:
+    """A `with_request` responder answering with a local backend under the request's `format`
+    (a JSON Schema, "json" or none) and `options`, with Ollama's token counts."""
 
-    def responder(system: str, user: str) -> dict:
-        reply = backend.complete(system, user)
+    def responder(system: str, user: str, request: dict) -> dict:
+        fmt = request.get("format") or ""
+        if not isinstance(fmt, (dict, str)):
+            raise ValueError(f"unsupported format {fmt!r}"[:80])
+        options = request.get("options") if isinstance(request.get("options"), dict) else None
+        reply = backend.complete(system, user, options, fmt)
         return {"content": reply.content, "prompt_eval_count": reply.tokens_in,
                 "eval_count": reply.tokens_out}
 
-    server = OllamaAPIServer(responder, host, port)
+    return responder
+
+
+def serve_local_model(host: str = "127.0.0.1", port: int = 11435, verbose: bool = False) -> None:
+    """Serve the embedded local model behind the Ollama API until interrupted."""
+    from bsjax.llm.backends import LocalBackend
+    server = OllamaAPIServer(local_responder(LocalBackend(verbose=verbose)), host, port,
+                             with_request=True)
     print(f"serving the local model on {server.url} (Ollama chat API); Ctrl-C to stop", flush=True)
     try:
         server._server.serve_forever()

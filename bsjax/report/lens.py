@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bsjax.report import stats
 from bsjax.report.files import read_run_json, read_run_jsonl, run_parts
+from bsjax.report.llm_calls import summarize_llm_events
 
 VIEWS = ("run", "game", "confidence", "llm", "compare")
 KIND_NAMES = ("coarse_roi_collapse", "late_diffuse_reprobe", "cluster_closeout_bias")
@@ -116,17 +117,14 @@ def view_confidence(run: dict, game: str | None) -> dict:
 
 def view_llm(run: dict) -> dict:
     llm = [e for e in run["events"] if e.get("kind") == "llm"]
-    latencies = sorted(e["latency"] for e in llm)
     turns = sum(g["turns"] for g in run["games"])
-    reasons: dict[str, int] = defaultdict(int)
-    for e in llm:
-        if not e["ok"]:
-            reasons[e["reason"]] += 1
-    p95 = latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))] if latencies else 0.0
+    calls = summarize_llm_events(llm)
     return {
         "llm_turns": len(llm), "turns": turns, "llm_rate": len(llm) / turns if turns else 0.0,
-        "fallbacks": sum(1 for e in llm if not e["ok"]), "fallback_reasons": dict(reasons),
-        "latency_mean": statistics.fmean(latencies) if latencies else 0.0, "latency_p95": p95,
+        "fallbacks": sum(1 for e in llm if not e["ok"]),
+        "fallback_reasons": calls["fallback_reasons"], "choices": calls["llm_choices"],
+        "cached": calls["llm_cached"], "latency_mean": calls["llm_latency_mean"],
+        "latency_median": calls["llm_latency_median"], "latency_p95": calls["llm_latency_p95"],
         "per_game": [{"game": f"{g['board']}:{g['seed']}", "llm_calls": g.get("llm_calls", 0),
                       "fallbacks": g.get("fallbacks", 0)} for g in run["games"]
                      if g.get("llm_calls", 0)],
@@ -183,8 +181,10 @@ def render(view: str, data: dict) -> str:
     elif view == "llm":
         lines.append(f"LLM turns {data['llm_turns']} of {data['turns']} "
                      f"({100 * data['llm_rate']:.2f}%), fallbacks {data['fallbacks']} "
-                     f"{data['fallback_reasons']}, latency mean {data['latency_mean']:.3f} s, "
-                     f"p95 {data['latency_p95']:.3f} s")
+                     f"{data['fallback_reasons']}, choices {data['choices']}, "
+                     f"{data['cached']} replayed from the call cache")
+        lines.append(f"backend latency per call: mean {data['latency_mean']:.3f} s, median "
+                     f"{data['latency_median']:.3f} s, p95 {data['latency_p95']:.3f} s")
         lines += [f"  {g['game']}: {g['llm_calls']} calls, {g['fallbacks']} fallbacks"
                   for g in data["per_game"]]
     elif view == "compare":
