@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+from bsjax import cli_checks as checks
 from bsjax.harness.experiment import UsageError
 
 
@@ -37,10 +38,13 @@ GAME_FLAGS = (
     ("--revision", str, "MRA symbolic revision: on | off (default on)"),
     ("--variant", str, "MRA: paper (faithful) | improved (default paper)"),
     ("--run-seed", int, "base seed of the JAX keys (default 0)"),
-    ("--llm", str, "L4 backend: ollama | local | none (default local)"),
-    ("--llm-host", str, "Ollama server (default 127.0.0.1:11434)"),
-    ("--model", str, "Ollama model name"),
+    ("--llm", str, "LLM of mra-llm and lm-only: local (embedded Gemma 3 270M) | ollama | "
+     "uniform (a uniformly random legal reply: the null baseline) | none (default local)"),
+    ("--llm-host", str, "Ollama server URL (default http://127.0.0.1:11434)"),
+    ("--model", str, "Ollama model name (default gemma3:270m), e.g. gemma3:4b"),
     ("--llm-timeout", float, "seconds per LLM call (default 30)"),
+    ("--llm-format", str, "schema: each reply constrained by a JSON Schema of that call's legal "
+     "choices | free: the published unconstrained call (default schema)"),
     ("--random-boards", int, "boards of the random suite (default 18)"),
     ("--batch-size", int, "games per compiled batch (default 512)"),
     ("--devices", int, "shard each batch over the first N local devices (default: all)"),
@@ -54,6 +58,8 @@ def _add_game_args(p: argparse.ArgumentParser, with_out: bool = True,
     for flag, kind, text in GAME_FLAGS:
         if flag not in exclude:
             p.add_argument(flag, type=kind, default=None, help=text)
+    p.add_argument("--verbose", action="store_const", const=True, default=None,
+                   help="show llama.cpp's own log lines (the local model)")
     if with_out:
         p.add_argument("--out", default=None, help="output directory (default results/CMD-TIME)")
         p.add_argument("--resume", action="store_true", help="continue an interrupted run")
@@ -70,7 +76,7 @@ def _add_game_args(p: argparse.ArgumentParser, with_out: bool = True,
 
 def _overrides(args) -> dict:
     """The RunConfig fields given on the command line."""
-    fields = (flag[2:].replace("-", "_") for flag, _, _ in GAME_FLAGS)
+    fields = [flag[2:].replace("-", "_") for flag, _, _ in GAME_FLAGS] + ["verbose"]
     return {f: getattr(args, f) for f in fields if getattr(args, f, None) is not None}
 
 
@@ -87,13 +93,26 @@ def _init_distributed(args) -> None:
     if args.num_processes is not None and args.num_processes < 1:
         raise UsageError(f"--num-processes must be at least 1 (got {args.num_processes})")
     if args.process_id is not None and not 0 <= args.process_id < (args.num_processes or 1 << 30):
-        raise UsageError(f"--process-id must lie in 0..{args.num_processes - 1} "
-                         f"(got {args.process_id})")
+        bounds = f"lie in 0..{args.num_processes - 1}" if args.num_processes else "be at least 0"
+        raise UsageError(f"--process-id must {bounds} (got {args.process_id})")
+    if args.coordinator is not None:
+        host, _, port = args.coordinator.rpartition(":")
+        if not host.strip() or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UsageError(f"--coordinator takes HOST:PORT with a port in 1..65535 "
+                             f"(got {args.coordinator!r})")
     try:
         jax.distributed.initialize(args.coordinator, args.num_processes, args.process_id)
     except (RuntimeError, ValueError) as err:
         raise UsageError(f"jax.distributed.initialize failed: {str(err).splitlines()[0]}") \
             from None
+
+
+def _out_dir(args, prefix: str) -> Path:
+    """--out (default results/PREFIX-TIME), checked to be a directory this process can write."""
+    from bsjax.harness import experiment
+    checks.nonempty(args.out, "--out")
+    out = Path(args.out) if args.out else experiment.default_out_dir(prefix)
+    return checks.writable_dir(out, "--out")
 
 
 def _run_config(args):
@@ -104,10 +123,10 @@ def _run_config(args):
 def cmd_play(args) -> int:
     from bsjax.harness import experiment
     from bsjax.harness.progress import GameProgress
-    cfg = _run_config(args)
+    cfg = checks.check_run_config(_run_config(args))
     experiment.validate(cfg)
     _init_distributed(args)
-    out = Path(args.out) if args.out else experiment.default_out_dir("play")
+    out = _out_dir(args, "play")
     experiment.prepare_out_dir(out, cfg, args.resume)
     summary = experiment.run(cfg, out, resume=args.resume, progress=GameProgress())
     lo, hi = summary["win_rate_ci"]
@@ -124,13 +143,13 @@ def cmd_play(args) -> int:
 def _run_study(args, study, prefix: str) -> int:
     import jax
 
-    from bsjax.harness import experiment
     from bsjax.harness import study as study_lib
     from bsjax.harness.progress import GameProgress
     from bsjax.report import tables
+    checks.check_study(study)
     study_lib.validate(study)
     _init_distributed(args)
-    out = Path(args.out) if args.out else experiment.default_out_dir(prefix)
+    out = _out_dir(args, prefix)
     study_lib.prepare(study, out, args.resume)
     summaries = study_lib.run(study, out, resume=args.resume,
                               progress_factory=lambda row_id: GameProgress(label=row_id))
@@ -150,7 +169,8 @@ def cmd_paper(args) -> int:
     """The paper's unified table (all four layers and the baselines) with its figures."""
     from bsjax.harness import study as study_lib
     overrides = _overrides(args)
-    if args.config:
+    if args.config is not None:
+        checks.check_experiment_file(args.config)
         study = study_lib.load_toml(args.config, overrides)
     else:
         study = study_lib.paper_study(study_lib.paper_base(**overrides))
@@ -163,7 +183,8 @@ def cmd_sweep(args) -> int:
     """One row per value of a RunConfig field, with CIs, a CSV and a plot."""
     from bsjax.harness import study as study_lib
     overrides = _overrides(args)
-    if args.config:
+    if args.config is not None:
+        checks.check_experiment_file(args.config)
         study = study_lib.load_toml(args.config, overrides)
         if study.kind != "sweep":
             raise UsageError(f"{args.config} defines a {study.kind}, not a sweep")
@@ -174,17 +195,22 @@ def cmd_sweep(args) -> int:
         if not args.param or "=" not in args.param:
             raise UsageError("--param NAME=VALUES is required, e.g. --param tau=0:1:0.05")
         name, values = args.param.split("=", 1)
-        study = study_lib.sweep_study(_run_config(args), name.strip().replace("-", "_"),
-                                      values)
+        name = name.strip().replace("-", "_")
+        checks.check_sweep_values(name, values)
+        study = study_lib.sweep_study(_run_config(args), name, values)
     return _run_study(args, study, "sweep")
 
 
 def cmd_report(args) -> int:
     from bsjax.report import tables
+    checks.check_run_files(args.run_dir)
     try:
         report = tables.write(args.run_dir)
     except tables.ReportError as err:
         raise UsageError(str(err)) from None
+    except OSError as err:  # nothing written: the first file could not be
+        raise UsageError(f"cannot write the report into {args.run_dir} "
+                         f"({err.strerror or err})") from None
     print(report["markdown"], end="")
     print(f"-> {', '.join(report['files'].values())}")
     if args.json:
@@ -211,13 +237,16 @@ def cmd_boards(args) -> int:
 
 def cmd_bench(args) -> int:
     from bsjax.harness import bench
-    cfg = _run_config(args)
+    cfg = checks.check_run_config(_run_config(args))
     try:
         sizes = [int(x) for x in str(args.games).split(",")]
     except ValueError:
         raise UsageError(f"--games takes positive integers such as 1,8,54 (got {args.games})") from None
     if any(g < 1 for g in sizes):
         raise UsageError(f"--games must be positive (got {args.games})")
+    for games in checks.unique(sizes, "--games"):
+        checks.int_in(games, "--games", 1, checks.MAX_BENCH_GAMES)
+    checks.int_in(args.repeats, "--repeats", 1, checks.MAX_REPEATS)
     for games in sizes:
         row = bench.bench(cfg, games, repeats=args.repeats)
         print(json.dumps(row) if args.json else
@@ -232,6 +261,7 @@ def cmd_h2h(args) -> int:
     from bsjax.report import stats
     rows = []
     for run_dir in (args.run_a, args.run_b):
+        checks.check_run_files(run_dir)
         path = Path(run_dir) / "games.jsonl"
         if not path.is_file():
             raise UsageError(f"{run_dir} is not a run directory (no games.jsonl)")
@@ -254,19 +284,33 @@ def cmd_lens(args) -> int:
     from bsjax.report import lens as lens_lib
     if args.format not in ("text", "json"):
         raise UsageError(f"--format must be text or json (got {args.format!r})")
+    checks.nonempty(args.game, "--game")
+    checks.nonempty(args.against, "--against")
+    if args.game is not None and args.view not in ("game", "confidence"):
+        raise UsageError(f"--game is for --view game or confidence (not {args.view})")
+    if args.against is not None and args.view != "compare":
+        raise UsageError(f"--against is for --view compare (not {args.view})")
+    for run_dir in (args.run_dir, args.against):
+        if run_dir is not None:
+            checks.check_run_files(run_dir)
     try:
         data = lens_lib.lens(args.run_dir, args.view, args.game, args.against)
+        text = json.dumps(data) if args.format == "json" else lens_lib.render(args.view, data)
     except lens_lib.LensError as err:
         raise UsageError(str(err)) from None
-    print(json.dumps(data) if args.format == "json" else lens_lib.render(args.view, data))
+    except (KeyError, TypeError, ValueError, IndexError) as err:  # a hand-edited events file
+        raise UsageError(f"{args.run_dir}: a results file is malformed "
+                         f"({type(err).__name__}: {err})") from None
+    print(text)
     return 0
 
 
 def cmd_serve_ollama(args) -> int:
     from bsjax.llm.backends import LLMError
     from bsjax.llm.server import serve_local_model
+    checks.check_listen(args.host, args.port)  # before the model loads
     try:
-        serve_local_model(args.host, args.port)
+        serve_local_model(args.host, args.port, verbose=args.verbose)
     except (LLMError, OSError) as err:
         raise UsageError(str(err)) from None
     return 0
@@ -314,9 +358,11 @@ def build_parser() -> argparse.ArgumentParser:
     lens.add_argument("--format", default="text", help="text | json")
     lens.set_defaults(func=cmd_lens)
     serve = sub.add_parser("serve-ollama", help="serve the embedded local model behind the "
-                           "Ollama chat API (for --llm ollama without an Ollama install)")
+                           "Ollama chat API (for --llm ollama without an Ollama install); it "
+                           "honours each request's format (a JSON Schema or json)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=11435)
+    serve.add_argument("--verbose", action="store_true", help="show llama.cpp's own log lines")
     serve.set_defaults(func=cmd_serve_ollama)
     from bsjax.gilp.cli import add_parser as add_gilp_parser
     add_gilp_parser(sub)

@@ -10,12 +10,16 @@ import json
 import time
 from pathlib import Path
 
+from bsjax import cli_checks as checks
 from bsjax.gilp import config as C
 from bsjax.harness.experiment import UsageError
 from bsjax.harness.progress import GameProgress
 
 DEFAULT_WORK = Path("results/gilp")
 DEFAULT_TASK_DIR = DEFAULT_WORK / "tasks"
+MAX_TASKS = 100_000   # --count: tasks per split (the spec's largest split holds 500)
+MAX_SEEDS = 1_000     # --seeds: seeds per task (the paper profile runs 8)
+MAX_JOBS = 64         # --jobs: training processes at once
 
 
 def _parse_names(text: str, known: tuple[str, ...], what: str) -> list[str]:
@@ -25,6 +29,9 @@ def _parse_names(text: str, known: tuple[str, ...], what: str) -> list[str]:
     if unknown or not names:
         raise UsageError(f"unknown {what} {', '.join(unknown) or text!r} "
                          f"(choose from all, {', '.join(known)})")
+    repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if repeated is not None:
+        raise UsageError(f"{what} {repeated} given twice")
     return names
 
 
@@ -41,9 +48,9 @@ def cmd_generate(args) -> int:
     """Generate (or, with --resume, complete) the task splits as checksummed .npz files."""
     from bsjax.gilp import generate
     benches, splits = parse_benchmarks(args.bench), parse_splits(args.splits)
-    if args.count is not None and args.count < 1:
-        raise UsageError(f"--count must be at least 1 (got {args.count})")
-    out = Path(args.out)
+    if args.count is not None:
+        checks.int_in(args.count, "--count", 1, MAX_TASKS)
+    out = checks.writable_dir(args.out, "--out")
     if out.exists() and not args.resume and any(out.glob("*.npz")):
         raise UsageError(f"{out} already holds task files (use --resume to keep them or a new --out)")
     jobs = [(b, s) for b in benches for s in splits]
@@ -97,9 +104,13 @@ def parse_backbones(text: str) -> list[str]:
     if text == "all":
         return list(BACKBONE_NAMES)
     try:
-        return [canonical_name(s.strip()) for s in text.split(",") if s.strip()]
+        names = [canonical_name(s.strip()) for s in text.split(",") if s.strip()]
     except ValueError as err:
         raise UsageError(str(err)) from None
+    if not names:
+        raise UsageError(f"--backbone names no backbone (choose from all, "
+                         f"{', '.join(BACKBONE_NAMES)})")
+    return checks.unique(names, "--backbone")
 
 
 def _profile(name: str):
@@ -117,11 +128,9 @@ def cmd_train(args) -> int:
     from bsjax.gilp import pipeline
     benches, backbones = parse_benchmarks(args.bench), parse_backbones(args.backbone)
     profile = _profile(args.profile)
-    if args.seed < 0:
-        raise UsageError(f"--seed must be non-negative (got {args.seed})")
-    if args.jobs < 1:
-        raise UsageError(f"--jobs must be at least 1 (got {args.jobs})")
-    work, rows, start = Path(args.work), [], time.perf_counter()
+    checks.int_in(args.seed, "--seed", 0, checks.MAX_SEED)
+    checks.int_in(args.jobs, "--jobs", 1, MAX_JOBS)
+    work, rows, start = checks.writable_dir(args.work, "--work"), [], time.perf_counter()
     if args.jobs > 1 and len(backbones) > 1:
         for bench in benches:
             print(f"[data {bench} / {profile.name}]", file=sys.stderr)
@@ -185,10 +194,16 @@ def parse_methods(text: str) -> list[str]:
     from bsjax.gilp.methods import METHOD_NAMES, get_method, split_methods
     if text == "all":
         return [*METHOD_NAMES, "Oracle"]
+    if text.count("[") != text.count("]"):
+        raise UsageError(f"--methods {text!r}: unbalanced brackets")
     try:
-        return [get_method(name).name for name in split_methods(text)]
+        names = [get_method(name).name for name in split_methods(text)]
     except ValueError as err:
         raise UsageError(str(err)) from None
+    if not names:
+        raise UsageError(f"--methods names no method (choose from all, {', '.join(METHOD_NAMES)}, "
+                         "Oracle)")
+    return checks.unique(names, "--methods")
 
 
 def cmd_run(args) -> int:
@@ -201,9 +216,14 @@ def cmd_run(args) -> int:
     if len(backbone) != 1:
         raise UsageError("--backbone takes one backbone for a run")
     profile = _profile(args.profile)
-    if args.seeds is not None and args.seeds < 1:
-        raise UsageError(f"--seeds must be at least 1 (got {args.seeds})")
+    if args.seeds is not None:
+        checks.int_in(args.seeds, "--seeds", 1, MAX_SEEDS)
+    checks.int_in(args.run_seed, "--run-seed", 0, checks.MAX_SEED)
+    checks.nonempty(args.params, "--params")
+    checks.nonempty(args.out, "--out")
+    checks.input_dir(args.work, "--work")
     out = Path(args.out) if args.out else Path("results") / f"gilp-run-{time.strftime('%Y%m%d-%H%M%S')}"
+    checks.writable_dir(out, "--out")
     if out.exists() and any(out.iterdir()) and not args.resume:
         raise UsageError(f"{out} is not empty (use --resume to continue it, or a new --out)")
     params = load_sim_params(args.params, benches) if args.params else None
@@ -246,13 +266,16 @@ def _report_real(out: Path, as_json: bool) -> int:
 def cmd_report(args) -> int:
     """Rebuild summary.json and the tables of a GILP run from its event files."""
     from bsjax.harness import gilp as harness
-    out = Path(args.run_dir)
+    out = Path(checks.nonempty(args.run_dir, "the run directory"))
     if not (out / "events").is_dir() and (out / "events.jsonl").is_file():
         return _report_real(out, args.json)
     if not (out / "events").is_dir():
         raise UsageError(f"{out} is not a GILP run directory (no events/ or events.jsonl)")
     try:
         summary = harness.report(out)
+    except UnicodeDecodeError as err:
+        raise UsageError(f"cannot report {out}: a file there is not UTF-8 text ({err.reason})") \
+            from None
     except ValueError as err:
         raise UsageError(str(err)) from None
     _print_summary(summary, out, args.json)
@@ -269,11 +292,15 @@ def paper_settings(args) -> dict:
     settings = dict(PAPER_SETTINGS)
     if args.config is not None:
         import tomllib
-        path = Path(args.config)
+        path = Path(checks.nonempty(args.config, "--config"))
+        if path.is_dir():
+            raise UsageError(f"--config {path} is a directory, not a TOML file")
         try:
             table = tomllib.loads(path.read_text()).get("paper", {})
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
-            raise UsageError(f"cannot read config {path}: {err}") from None
+            raise UsageError(f"cannot read config {path}: {str(err).splitlines()[0]}") from None
+        if not isinstance(table, dict):
+            raise UsageError(f"config {path}: [paper] must be a table (got {table!r})")
         table = {key.replace("-", "_"): value for key, value in table.items()}
         unknown = sorted(set(table) - set(PAPER_SETTINGS))
         if unknown:
@@ -288,6 +315,9 @@ def paper_settings(args) -> dict:
         settings.update(table)
     settings.update({key: getattr(args, key) for key in PAPER_SETTINGS
                      if getattr(args, key) is not None})
+    for key in ("profile", "bench", "work", "out", "params"):
+        checks.nonempty(settings[key], "--" + key)
+    checks.int_in(settings["run_seed"], "--run-seed", 0, checks.MAX_SEED)
     return settings
 
 
@@ -304,6 +334,8 @@ def cmd_paper(args) -> int:
         raise UsageError(str(err)) from None
     benches = parse_benchmarks(args.bench)
     out = Path(args.out) if args.out else Path("results") / f"gilp-paper-{args.profile}"
+    checks.writable_dir(out, "--out")
+    checks.writable_dir(args.work, "--work")
     if (out / "plan.json").exists() and not args.resume:
         raise UsageError(f"{out} already holds a GILP paper run (use --resume or a new --out)")
     if out.exists() and any(out.iterdir()) and not (out / "plan.json").exists():

@@ -10,15 +10,17 @@ import json
 import sys
 from pathlib import Path
 
+from bsjax import cli_checks as checks
 from bsjax.harness.experiment import UsageError
 
 DEFAULT_WORK = Path("results/gilp")
+MAX_EVALS = 100_000  # --evals: the paper budget runs 456 a stage
 
 
 def _budget(profile: str, evals: int | None):
     from bsjax.gilp.sim import calibrate as cal
-    if evals is not None and evals < 1:
-        raise UsageError(f"--evals must be positive (got {evals})")
+    if evals is not None:
+        checks.int_in(evals, "--evals", 1, MAX_EVALS)
     try:
         budget = cal.get_budget(profile, evals)
         budget.validate()
@@ -45,12 +47,16 @@ def cmd_calibrate(args) -> int:
     from bsjax.gilp.cli import load_sim_params, parse_backbones, parse_benchmarks
     from bsjax.gilp.sim import calibrate as cal
     benches = parse_benchmarks(args.bench)
+    checks.nonempty(args.budget, "--budget")
     budget = _budget(args.budget or args.profile, args.evals)
     backbone = parse_backbones(args.backbone)
     if len(backbone) != 1:
         raise UsageError("--backbone takes one backbone for a calibration")
-    work = Path(args.work)
-    out = Path(args.out) if args.out else work / "calibration"
+    for flag, value in (("--out", args.out), ("--from-real", args.from_real),
+                        ("--start", args.start)):
+        checks.nonempty(value, flag)
+    work = checks.input_dir(args.work, "--work")
+    out = checks.writable_dir(Path(args.out) if args.out else work / "calibration", "--out")
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
     stages = _stages(args.stages)
     initial = None if args.start is None else load_sim_params(args.start)
@@ -67,6 +73,8 @@ def cmd_calibrate(args) -> int:
         try:
             from bsjax.gilp.sim.calibrate_real import calibrate_from_real
             doc = calibrate_from_real(work, out, run, budget, base=base, log=log)
+        except UnicodeDecodeError as err:
+            raise UsageError(f"{run}: a file there is not UTF-8 text ({err.reason})") from None
         except ValueError as err:
             raise UsageError(str(err)) from None
         params_file = out / cal.LOCAL_PARAMS_FILE

@@ -10,13 +10,16 @@ import argparse
 import itertools
 import json
 import time
-from pathlib import Path
 
+from bsjax import cli_checks as checks
 from bsjax.harness.experiment import UsageError
 from bsjax.harness.progress import GameProgress
 
 DEFAULT_METHODS = "Agent-Replan,GILP"
 LLM_KINDS = ("local", "ollama", "none")
+MAX_TIMEOUT = 3600.0         # --timeout: seconds per call
+MAX_WALL_CAP = 86400.0       # --wall-cap: seconds per episode
+MAX_THREADS = 1024           # --threads
 
 
 def _llm_methods(text: str) -> list:
@@ -51,15 +54,13 @@ def cmd_real(args) -> int:
     backbone = parse_backbones(args.backbone)
     if len(backbone) != 1:
         raise UsageError("--backbone takes one backbone")
-    for flag, value in (("--tasks", args.tasks), ("--timeout", args.timeout),
-                        ("--wall-cap", args.wall_cap)):
-        if value <= 0:
-            raise UsageError(f"{flag} must be positive (got {value})")
+    _check_real_flags(args)
     try:
         profile = pipeline.get_profile(args.profile)
     except ValueError as err:
         raise UsageError(str(err)) from None
-    work, out = Path(args.work), Path(args.out)
+    work = checks.input_dir(args.work, "--work")
+    out = checks.writable_dir(args.out, "--out")
     models = {}
     if any(m.uses_backbone for m in methods):
         try:  # every checkpoint is loaded before anything is written
@@ -117,6 +118,32 @@ def cmd_real(args) -> int:
         print((out / "table_7.md").read_text())
         print(f"-> {out} ({result['seconds']:.0f} s)")
     return 0
+
+
+def _check_real_flags(args) -> None:
+    """The numeric flags and the Ollama flags of `gilp real`; raises UsageError."""
+    from bsjax.gilp import config as C
+    from bsjax.llm.backends import check_host, check_model
+    for flag, value in (("--tasks", args.tasks), ("--timeout", args.timeout),
+                        ("--wall-cap", args.wall_cap)):
+        if value <= 0:
+            raise UsageError(f"{flag} must be positive (got {value})")
+    most = C.SPLIT_SIZES["test_id"] + C.SPLIT_SIZES["val"]  # where `t7_tasks` looks
+    checks.int_in(args.tasks, "--tasks", 1, most)
+    checks.positive_float(args.timeout, "--timeout", MAX_TIMEOUT)
+    checks.positive_float(args.wall_cap, "--wall-cap", MAX_WALL_CAP)
+    if args.threads is not None:
+        checks.int_in(args.threads, "--threads", 1, MAX_THREADS)
+    for flag, value, check in (("--llm-host", args.llm_host, check_host),
+                               ("--model", args.model, check_model)):
+        if value is None:
+            continue
+        if args.llm != "ollama":
+            raise UsageError(f"{flag} is for --llm ollama (the backend here is {args.llm})")
+        try:
+            check(value)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
 
 
 def add_real_arguments(parser) -> None:
