@@ -3,16 +3,18 @@
 Builds a fixed set of realistic calls — MRA-LLM revisions (compact JSON state and symbolic
 preview, per-call schema) and LM-only turns (board, status, grouped question ids, per-turn schema
 of the legal actions) from seeded random game states — and answers them with the local model
-under each scheduling setting: `W×T` is W model contexts answering W calls at once with T
-llama.cpp threads each (`1x2`: one context, calls queue; `2x1`: two concurrent workers). Every
-batch of `--batch` calls is submitted together, as a turn of that many games would be.
+under each scheduling setting: `WxT` is W model contexts answering W calls at once with T
+llama.cpp threads each (`1x2`: one context, calls queue; `2x1`: two concurrent workers), and
+`adaptive` (the default of `LocalBackend`) is two contexts sharing two threads among the calls in
+flight: a call alone gets both. Every batch of `--batch` calls is submitted together, as a turn
+of that many games would be.
 
 One JSON line per (caller, setting) is appended to OUT/llm_latency.jsonl: per-call seconds
 (median, p95), calls/s of the batch, prompt and reply tokens, the system-prefix reuses, and the
 machine (CPU count, versions, the command).
 
-    .venv/bin/python benchmarks/llm_latency.py                       # both callers, 1x2 and 2x1
-    .venv/bin/python benchmarks/llm_latency.py --callers captain --calls 24 --settings 1x2,2x1,1x1
+    .venv/bin/python benchmarks/llm_latency.py                  # both callers, three settings
+    .venv/bin/python benchmarks/llm_latency.py --callers captain --batch 1 --settings 1x2,adaptive
 """
 
 from __future__ import annotations
@@ -75,8 +77,13 @@ def captain_calls(rng: np.random.Generator, n: int) -> list[Call]:
     return calls
 
 
-def measure(caller: str, calls: list[Call], workers: int, threads: int, batch: int) -> dict:
-    backend = LocalBackend(n_threads=workers * threads, workers=workers)
+def measure(caller: str, calls: list[Call], setting: str, batch: int) -> dict:
+    if setting == "adaptive":
+        workers, threads = 2, 2
+        backend = LocalBackend(n_threads=2, workers=2, adaptive=True)
+    else:
+        workers, threads = (int(x) for x in setting.split("x"))
+        backend = LocalBackend(n_threads=workers * threads, workers=workers, adaptive=False)
     client = LLMClient(backend, None, OPTIONS[caller])
     client.ask(calls[0])  # warm-up: load pages, evaluate the system prefix
     seconds, tokens_in, tokens_out, valid = [], [], [], 0
@@ -88,8 +95,8 @@ def measure(caller: str, calls: list[Call], workers: int, threads: int, batch: i
             tokens_out.append(answer.tokens_out)
             valid += answer.ok
     wall = time.perf_counter() - start
-    return {"caller": caller, "setting": f"{workers}x{threads}", "workers": workers,
-            "threads_per_worker": threads, "calls": len(calls), "batch": batch,
+    return {"caller": caller, "setting": setting, "workers": workers, "threads": threads,
+            "calls": len(calls), "batch": batch,
             "valid_replies": valid,
             "seconds_median": round(statistics.median(seconds), 4),
             "seconds_p95": round(percentile(seconds, 0.95), 4),
@@ -103,19 +110,21 @@ def measure(caller: str, calls: list[Call], workers: int, threads: int, batch: i
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--callers", default="revision,captain")
-    parser.add_argument("--settings", default="1x2,2x1", help="WORKERSxTHREADS, comma list")
+    parser.add_argument("--settings", default="1x2,2x1,adaptive",
+                        help="WORKERSxTHREADS or adaptive, comma list")
     parser.add_argument("--calls", type=int, default=24, help="calls per caller and setting")
     parser.add_argument("--batch", type=int, default=4, help="calls submitted together")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
     callers = [c for c in args.callers.split(",") if c]
-    try:
-        settings = [tuple(int(x) for x in s.split("x")) for s in args.settings.split(",") if s]
-    except ValueError:
-        parser.error(f"--settings takes WORKERSxTHREADS such as 1x2,2x1 (got {args.settings!r})")
-    if any(c not in OPTIONS for c in callers) or not settings \
-            or any(len(s) != 2 or min(s) < 1 for s in settings) or args.calls < 2 \
+    settings = [s for s in args.settings.split(",") if s]
+    for setting in settings:
+        parts = setting.split("x")
+        if setting != "adaptive" and not (len(parts) == 2 and all(p.isdigit() and int(p) > 0
+                                                                   for p in parts)):
+            parser.error(f"--settings takes WORKERSxTHREADS or adaptive (got {setting!r})")
+    if any(c not in OPTIONS for c in callers) or not settings or args.calls < 2 \
             or args.batch < 1:
         parser.error("bad --callers, --settings, --calls or --batch")
     out = Path(args.out)
@@ -127,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     for caller in callers:
         rng = np.random.default_rng(args.seed)
         calls = (revision_calls if caller == "revision" else captain_calls)(rng, args.calls)
-        for workers, threads in settings:
-            row = {**measure(caller, calls, workers, threads, args.batch), **machine}
+        for setting in settings:
+            row = {**measure(caller, calls, setting, args.batch), **machine, "seed": args.seed}
             print(json.dumps(row), flush=True)
             with open(out / "llm_latency.jsonl", "a") as handle:
                 handle.write(json.dumps(row) + "\n")

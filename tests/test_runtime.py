@@ -22,6 +22,7 @@ from bsjax.config import PAPER
 from bsjax.game import questions, rules
 from bsjax.game import spans as spans_lib
 from bsjax.harness.llm_host import RevisionHost
+from bsjax.llm.structured import LLMClient
 from bsjax.llm.backends import LLMError
 from bsjax.runtime import presets as presets_lib
 from bsjax.runtime import signals
@@ -915,15 +916,17 @@ def game(tree, g):
     return jax.tree.map(lambda x: x[g], tree)
 
 
-def test_revision_host_step():
+@pytest.mark.parametrize("schema", [False, True])
+def test_revision_host_step(schema):
     """§9.6: a valid reply patches the policy with the LLM's numbers (missing ones from the
     symbolic preview) and counts an LLM revision; an invalid reply, a guard failure or a transport
-    error applies the symbolic preset and counts a fallback; a game that did not ask is untouched."""
+    error applies the symbolic preset and counts a fallback; a game that did not ask is untouched.
+    The parser and guards are the same behind the schema call (here a backend that ignores it)."""
     records = host_records()
     batch = jax.tree.map(lambda *xs: jnp.stack(xs), *records)
     requests = np.array([g != 2 for g in range(7)])
     backend = ScriptedBackend(REPLIES)
-    host = RevisionHost(backend, PAPER_PRESETS, tau=1.0, workers=3)
+    host = RevisionHost(LLMClient(backend), PAPER_PRESETS, tau=1.0, schema=schema)
     belief = jnp.arange(7.0)
     (belief_out, out), events = host.step((belief, batch), requests, np.arange(10, 17),
                                           np.full(7, 9))
@@ -977,7 +980,7 @@ def test_revision_host_without_requests_changes_nothing():
     records = [r.replace(llm_request=jnp.bool_(False)) for r in records]
     batch = jax.tree.map(lambda *xs: jnp.stack(xs), *records)
     backend = ScriptedBackend(REPLIES)
-    host = RevisionHost(backend, PAPER_PRESETS, tau=1.0)
+    host = RevisionHost(LLMClient(backend), PAPER_PRESETS, tau=1.0)
     (_, out), events = host.step((jnp.zeros(7), batch), np.zeros(7, bool), np.arange(10, 17),
                                  np.full(7, 9))
     assert events == [] and backend.calls == {}

@@ -7,6 +7,9 @@ from __future__ import annotations
 import io
 import json
 import math
+import socket
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -215,20 +218,36 @@ def test_local_replies_do_not_depend_on_earlier_calls():
     revision.parse_reply(reply.content, _preview(6, 2, 4))  # admitted by the schema: valid
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def test_serve_ollama_enforces_the_schema_for_the_ollama_client(tmp_path):
-    """The Ollama client path end to end: `serve-ollama`'s handler decodes the embedded model
-    under each request's schema, and B6 through `--llm ollama` gets 0 fallbacks."""
-    from bsjax.llm.backends import LocalBackend, OllamaBackend
-    from bsjax.llm.server import local_responder
-    with OllamaAPIServer(local_responder(LocalBackend()), with_request=True) as server:
-        client = OllamaBackend(host=server.url, timeout=120, retries=0)
+    """The Ollama client path end to end: the `bsjax serve-ollama` command serves the embedded
+    model over HTTP on loopback and decodes under each request's schema; B6 through `--llm
+    ollama` gets 0 fallbacks."""
+    from bsjax.llm.backends import OllamaBackend
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "bsjax.cli", "serve-ollama", "--port",
+                               str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+    try:
+        banner = server.stdout.readline()
+        assert f"127.0.0.1:{port}" in banner, banner
+        url = f"http://127.0.0.1:{port}"
+        client = OllamaBackend(host=url, timeout=120, retries=0)
         schema = {"type": "object", "required": ["answer"], "additionalProperties": False,
                   "properties": {"answer": {"type": "string", "enum": ["left", "right"]}}}
         reply = client.complete("Reply in JSON.", "Write a poem about the sea.",
                                 {"num_predict": 16}, schema)
         assert json.loads(reply.content)["answer"] in ("left", "right")
-        summary = run(RunConfig(agent="mra-llm", tau=1.0, llm="ollama", llm_host=server.url,
+        summary = run(RunConfig(agent="mra-llm", tau=1.0, llm="ollama", llm_host=url,
                                 llm_timeout=120, **SMALL), tmp_path / "b6")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
     assert summary["llm_calls"] > 0 and summary["fallbacks"] == 0
     assert summary["llm_fallback_rate"] == 0.0 and sum(summary["llm_choices"].values()) \
         == summary["llm_calls"]

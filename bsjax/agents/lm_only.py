@@ -1,5 +1,6 @@
 """The LM-only captain's place in the agent registry: its decisions are made on the host by
-`bsjax.llm.lm_only.LMOnlyCaptain` (the harness drives it); nothing of it is traced."""
+`bsjax.llm.lm_only.LMOnlyCaptain`, driven by `bsjax.harness.llm_host.CaptainHost`; nothing of it
+is traced."""
 
 from __future__ import annotations
 

@@ -12,7 +12,6 @@ import datetime
 import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
@@ -22,17 +21,14 @@ import numpy as np
 from bsjax import agents as agents_lib
 from bsjax import belief as belief_lib
 from bsjax.config import GameConfig, protocol
+from bsjax.errors import UsageError  # re-exported: callers import it from here
 from bsjax.game import suites
 from bsjax.game.suites import BoardError
+from bsjax.harness import llm_setup
 from bsjax.harness.loop import BatchRunner, GameSpec, Player
 from bsjax.report import stats
 from bsjax.report.files import read_jsonl
 from bsjax.report.llm_calls import summarize_llm_events
-
-
-class UsageError(ValueError):
-    """Bad user input: reported as one line on stderr with exit code 2, nothing written."""
-
 
 SAMPLERS = ("chain", "importance", "particles")
 
@@ -76,35 +72,6 @@ class RunConfig:
 
 
 MAX_RUN_SEED = 2**32 - 1
-LLM_FORMATS = ("schema", "free")
-
-
-def _validate_llm(cfg: RunConfig) -> None:
-    """The LLM flags: backend, host, model, timeout, format. Raises UsageError."""
-    from bsjax.llm.backends import BACKENDS, check_host, check_model
-    if cfg.llm not in BACKENDS:
-        raise UsageError(f"unknown --llm {cfg.llm!r} (choose from {', '.join(BACKENDS)})")
-    if cfg.llm_format not in LLM_FORMATS:
-        raise UsageError(f"unknown --llm-format {cfg.llm_format!r} (choose from "
-                         f"{', '.join(LLM_FORMATS)})")
-    if cfg.llm == "uniform" and cfg.llm_format != "schema":
-        raise UsageError("--llm uniform draws from each call's JSON Schema: it needs "
-                         "--llm-format schema")
-    for flag, value, check in (("--llm-host", cfg.llm_host, check_host),
-                               ("--model", cfg.model, check_model)):
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            raise UsageError(f"{flag} must be a string (got {value!r})")
-        try:
-            check(value)
-        except ValueError as err:
-            raise UsageError(str(err)) from None
-        if cfg.llm != "ollama":
-            raise UsageError(f"{flag} is for --llm ollama (the backend here is {cfg.llm})")
-    if isinstance(cfg.llm_timeout, bool) or not isinstance(cfg.llm_timeout, (int, float)) \
-            or not 0 < cfg.llm_timeout <= 3600:
-        raise UsageError(f"--llm-timeout must lie in (0, 3600] seconds (got {cfg.llm_timeout})")
 
 
 def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
@@ -132,7 +99,7 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
         raise UsageError(f"--revision must be on or off (got {cfg.revision!r})")
     if cfg.variant not in ("paper", "improved"):
         raise UsageError(f"--variant must be paper or improved (got {cfg.variant!r})")
-    _validate_llm(cfg)
+    llm_setup.validate_llm(cfg)
     if isinstance(cfg.run_seed, bool) or not isinstance(cfg.run_seed, int) \
             or not 0 <= cfg.run_seed <= MAX_RUN_SEED:
         raise UsageError(f"--run-seed must lie in 0..{MAX_RUN_SEED} (got {cfg.run_seed})")
@@ -183,57 +150,6 @@ def make_player(cfg: RunConfig, game_config: GameConfig) -> Player:
         sampler = belief_lib.make_sampler(cfg.sampler, game_config, cfg.particles,
                                           cfg.reference_rng)
     return Player(game_config, agent, sampler, cfg.reference_rng)
-
-
-# Model options of the schema call, per caller: greedy, and a token cap that a reply under the
-# schema never reaches (a revision is ~60 tokens, an action ~10). The free call sends none, as
-# published (the local model then stops at its own 160-token default).
-LLM_OPTIONS = {"revision": {"temperature": 0.0, "num_predict": 128},
-               "captain": {"temperature": 0.0, "num_predict": 32}}
-
-
-def uses_llm(agent) -> str | None:
-    """Which LLM caller an agent needs: "revision" (an L4 gate), "captain" (LM-only) or None."""
-    if getattr(agent, "host_decides", False):
-        return "captain"
-    return "revision" if getattr(agent, "llm", False) else None
-
-
-def make_llm_client(cfg: RunConfig, caller: str, cache_path: Path | None = None):
-    """The run's LLMClient: the configured backend, the call cache at `cache_path` (for a model;
-    the uniform policy and `none` keep none) and the caller's options. A backend that cannot be
-    loaded never stops a run: it is replaced by `none`, so every request falls back, counted."""
-    from bsjax.llm.backends import LLMError, NoBackend, make_backend
-    from bsjax.llm.call_cache import CallCache
-    from bsjax.llm.structured import LLMClient
-    try:
-        backend = make_backend(cfg.llm, cfg.llm_host, cfg.model, cfg.llm_timeout,
-                               seed=cfg.run_seed, verbose=cfg.verbose)
-    except LLMError as err:
-        print(f"bsjax: warning: LLM backend unavailable ({err}); every LLM turn falls back",
-              file=sys.stderr)
-        backend = NoBackend()
-    cache = (CallCache(cache_path) if cache_path is not None and cfg.llm in ("local", "ollama")
-             else None)
-    options = LLM_OPTIONS[caller] if cfg.llm_format == "schema" else None
-    return LLMClient(backend, cache, options)
-
-
-def make_llm_hosts(cfg: RunConfig, player: Player, out: Path | None = None, monitor=None):
-    """(reviser, captain) for the BatchRunner: the L4 revision host or the LM-only captain host
-    of agents that need an LLM, with replies cached in OUT/calls.jsonl; (None, None) otherwise."""
-    caller = uses_llm(player.agent)
-    if caller is None:
-        return None, None
-    from bsjax.harness.llm_host import CaptainHost, RevisionHost
-    client = make_llm_client(cfg, caller, out / "calls.jsonl" if out is not None else None)
-    schema = cfg.llm_format == "schema"
-    if caller == "revision":
-        return RevisionHost(client, player.agent.presets, player.agent.tau, schema,
-                            monitor), None
-    improved = getattr(player.agent, "variant", "paper") == "improved"
-    return None, CaptainHost(client, reference_rng=not improved, case_insensitive=improved,
-                             schema=schema, monitor=monitor)
 
 
 def game_list(boards: list[suites.Board], seeds: int) -> list[GameSpec]:
@@ -311,7 +227,7 @@ def _identity(config: dict) -> dict:
     full = {**dataclasses.asdict(RunConfig()), **LEGACY_FIELDS, **config}
     agent = agents_lib.AGENTS.get(full.get("agent"))
     ignored = set(PLACEMENT_FIELDS)
-    if agent is None or uses_llm(agent) is None:
+    if agent is None or llm_setup.uses_llm(agent) is None:
         ignored |= set(LLM_FIELDS)
     return {k: v for k, v in full.items() if k not in ignored}
 
@@ -419,7 +335,7 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
         if todo:
             player = make_player(cfg, game_config)
             monitor = getattr(progress, "llm_event", None)
-            reviser, captain = make_llm_hosts(cfg, player, out, monitor)
+            reviser, captain = llm_setup.make_llm_hosts(cfg, player, out, monitor)
             runner = BatchRunner(player, batch, reviser, captain, devices=cfg.devices)
             batch = runner.batch_size  # rounded up to whole slices per device
         if progress is not None:
@@ -449,7 +365,7 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
     summary = stats.summarize(done_rows)
     summary.update(summarize_llm_events(read_jsonl(out / "events.jsonl")))
     summary.update({
-        "llm": cfg.llm if uses_llm(agents_lib.AGENTS[cfg.agent]) else None,
+        "llm": cfg.llm if llm_setup.uses_llm(agents_lib.AGENTS[cfg.agent]) else None,
         "agent": cfg.agent, "protocol": cfg.protocol, "suite": cfg.suite_name,
         "sampler": _sampler_name(cfg), "rng": cfg.rng,
         "particles": cfg.particles, "played_now": played,

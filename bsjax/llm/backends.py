@@ -155,10 +155,14 @@ def local_model_path() -> Path:
 
 @dataclasses.dataclass
 class LocalBackend:
-    """llama.cpp in-process: one model, one context; calls on one instance are serialised.
+    """llama.cpp in-process: `workers` contexts of one model, each answering one call at a time.
 
-    `workers` > 1 loads that many contexts (each with `n_threads // workers` threads, at least 1)
-    and answers that many calls at once; `benchmarks/llm_latency.py` measures which is faster.
+    Scheduling (measured by `benchmarks/llm_latency.py`): the `n_threads` threads are shared among
+    the calls in flight — a call alone gets all of them, k calls at once get `n_threads // k`
+    each (re-balanced as calls start and end) — so the cores are never oversubscribed, whether
+    the calls come from `structured.LLMClient.ask_all` or from `serve-ollama`'s HTTP threads.
+    Replies do not depend on the thread count. `adaptive=False` fixes each context at
+    `n_threads // workers` threads instead.
     """
 
     model_path: str | None = None
@@ -172,18 +176,28 @@ class LocalBackend:
     n_threads: int = 2
     # A JSON Schema that constrains the reply (llama.cpp grammar) when given.
     schema: dict | None = None
-    workers: int = 1
+    workers: int = 2
+    adaptive: bool = True
     verbose: bool = False  # llama.cpp's own log lines on stderr
 
     def __post_init__(self):
         from bsjax.llm import local_prompt
         path = Path(self.model_path) if self.model_path else local_model_path()
-        threads = max(1, self.n_threads // max(1, self.workers))
+        workers = max(1, self.workers)
+        threads = self.n_threads if self.adaptive else max(1, self.n_threads // workers)
         self._models = [local_prompt.PromptModel(str(path), self.n_ctx, self.seed, threads,
                                                  self.verbose)
-                        for _ in range(max(1, self.workers))]
-        self._free = list(range(len(self._models)))
+                        for _ in range(workers)]
+        self._free = list(range(len(self._models)))[::-1]
+        self._busy = 0
         self._ready = threading.Condition()
+
+    def _share_threads(self) -> None:
+        """Split the threads among the calls in flight (under `_ready`)."""
+        if self.adaptive and len(self._models) > 1:
+            per_call = max(1, self.n_threads // max(1, self._busy))
+            for model in self._models:
+                model.set_threads(per_call)
 
     @property
     def parallel(self) -> int:
@@ -205,6 +219,8 @@ class LocalBackend:
             while not self._free:
                 self._ready.wait()
             slot = self._free.pop()
+            self._busy += 1
+            self._share_threads()
         try:
             text, tokens_in, tokens_out = self._models[slot].complete(
                 system, user, fmt, max_tokens=int(options.get("num_predict", self.max_tokens)),
@@ -215,6 +231,8 @@ class LocalBackend:
         finally:
             with self._ready:
                 self._free.append(slot)
+                self._busy -= 1
+                self._share_threads()
                 self._ready.notify()
         if not text.strip():
             raise LLMError("empty reply")
@@ -266,8 +284,7 @@ class NoBackend:
 
 
 def make_backend(kind: str, host: str | None = None, model: str | None = None,
-                 timeout: float = 30.0, retries: int = 1, seed: int = 0, verbose: bool = False,
-                 workers: int = 1):
+                 timeout: float = 30.0, retries: int = 1, seed: int = 0, verbose: bool = False):
     """A backend by name (`BACKENDS`); raises ValueError for an unknown one or a bad host/model,
     LLMError when the local model cannot be loaded."""
     if kind == "ollama":
@@ -275,7 +292,7 @@ def make_backend(kind: str, host: str | None = None, model: str | None = None,
                              model=check_model(model or DEFAULT_OLLAMA_MODEL), timeout=timeout,
                              retries=retries)
     if kind == "local":
-        return LocalBackend(verbose=verbose, workers=workers)
+        return LocalBackend(verbose=verbose)
     if kind == "uniform":
         return UniformBackend(seed=seed)
     if kind == "none":

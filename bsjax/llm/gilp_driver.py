@@ -190,6 +190,8 @@ def make_gilp_backend(kind: str, host: str | None = None, model: str | None = No
     if kind == "local":
         if n_threads:
             extra["n_threads"] = int(n_threads)
+        # One context: GILP's calls come one at a time, each with all the threads.
+        extra["workers"] = 1
         return LocalBackend(model_path=model_path, n_ctx=GILP_OPTIONS["num_ctx"],
                             max_tokens=GILP_OPTIONS["num_predict"], seed=GILP_OPTIONS["seed"],
                             json_mode=json_mode, **extra)

@@ -59,6 +59,11 @@ class PromptModel:
         self._prefix: list[int] = []
         self.prefix_reuses = 0
 
+    def set_threads(self, n_threads: int) -> None:
+        """Threads for decoding and prompt evaluation from the next call on."""
+        import llama_cpp
+        llama_cpp.llama_set_n_threads(self.llm._ctx.ctx, int(n_threads), int(n_threads))
+
     def tokens(self, text: str, bos: bool = False) -> list[int]:
         return self.llm.tokenize(text.encode("utf-8"), add_bos=bos, special=True)
 

@@ -11,9 +11,9 @@ defence, counting every fallback by reason.
 Replies are cached by the SHA-256 of (backend, model, messages, options, format) (`CallCache`),
 so a re-run or a resumed run replays its replies instead of asking again; the format is part of
 the key, so the same prompt under another schema is another call. Transport errors are never
-cached. `ask_all` schedules a batch of calls over the backend's `parallel` workers (one for the
-embedded model: a queue, which keeps two cores from being thrashed; see
-`benchmarks/llm_latency.py`).
+cached. `ask_all` schedules a batch of calls over the backend's `parallel` workers; the embedded
+model shares its threads among the calls in flight, so two cores are never oversubscribed
+(`benchmarks/llm_latency.py` measures the alternatives).
 """
 
 from __future__ import annotations
@@ -166,12 +166,13 @@ class LLMClient:
             if on_answer is not None:
                 on_answer(i, answers[i])
 
-        if self.parallel == 1 or len(calls) <= 1:
+        workers = min(self.parallel, len(calls))
+        if workers <= 1:
             for i in range(len(calls)):
                 one(i)
-        else:
-            with concurrent.futures.ThreadPoolExecutor(max_workers=self.parallel) as pool:
-                list(pool.map(one, range(len(calls))))
+            return answers
+        with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(one, range(len(calls))))
         return answers
 
 
