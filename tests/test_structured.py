@@ -28,7 +28,7 @@ from bsjax.llm.local_prompt import split_prompt
 from bsjax.llm.server import OllamaAPIServer
 from bsjax.llm.structured import Call, LLMClient
 
-SMALL = dict(sampler="particles", particles=64, boards="B01,B02,B03", seeds=1)
+SMALL = dict(sampler="particles", particles=64, boards="B01,B02", seeds=1)
 
 
 def _preview(coarse, local, late, salvage=16, threshold=0.55):
@@ -184,15 +184,6 @@ def test_b6_schema_call_through_ollama_and_resume_replays_from_the_cache(tmp_pat
                                                      for r in rows]
 
 
-def test_b6_with_the_uniform_policy_never_falls_back(tmp_path):
-    summary = run(RunConfig(agent="mra-llm", tau=1.0, llm="uniform", **SMALL), tmp_path / "u")
-    assert summary["llm_calls"] > 0 and summary["fallbacks"] == 0
-    assert set(summary["llm_choices"]) <= set(revision.KINDS)
-    events = [json.loads(line) for line in (tmp_path / "u" / "events.jsonl").read_text()
-              .splitlines()]
-    assert all(e["ok"] and e["tokens_in"] == 0 for e in events if e["kind"] == "llm")
-
-
 # --- the embedded model -------------------------------------------------------------------------
 
 def test_gemma_prompt_carries_the_system_text():
@@ -208,12 +199,11 @@ def test_local_replies_do_not_depend_on_earlier_calls():
     schema = revision.response_schema(_preview(6, 2, 4))
     user = revision.user_prompt({"turnNumber": 12, "modelConfidence": 0.4},
                                 _preview(6, 2, 4), compact=True)
-    warm = LocalBackend()
-    for turn in (3, 30):
-        warm.complete(revision.SCHEMA_SYSTEM_PROMPT, user.replace("12", str(turn)), None, schema)
+    warm = LocalBackend(workers=1)
+    warm.complete(revision.SCHEMA_SYSTEM_PROMPT, user.replace("12", "30"), None, schema)
     reply = warm.complete(revision.SCHEMA_SYSTEM_PROMPT, user, None, schema)
-    assert warm._models[0].prefix_reuses >= 2
-    fresh = LocalBackend().complete(revision.SCHEMA_SYSTEM_PROMPT, user, None, schema)
+    assert warm._models[0].prefix_reuses >= 1
+    fresh = LocalBackend(workers=1).complete(revision.SCHEMA_SYSTEM_PROMPT, user, None, schema)
     assert reply.content == fresh.content
     revision.parse_reply(reply.content, _preview(6, 2, 4))  # admitted by the schema: valid
 

@@ -230,7 +230,12 @@ def test_paper_command_writes_the_table_and_figures(paper_run, tmp_path, capsys)
     out, result = tmp_path / "paper", paper_run[1]
     rows = {r["id"]: r for r in result["rows"]}
     assert rows["B6"]["status"] == "skipped (--llm none)"
-    for row_id in ("B1", "B2", "B3", "B4", "bayes"):
+    # The uniform null needs no model: every gate opening answered by a legal random revision.
+    null = json.loads((out / "runs" / "B6-uniform" / "summary.json").read_text())
+    assert null["llm"] == "uniform" and null["llm_calls"] > 0 and null["fallbacks"] == 0
+    assert set(null["llm_choices"]) <= {"coarse_roi_collapse", "late_diffuse_reprobe",
+                                        "cluster_closeout_bias"}
+    for row_id in ("B1", "B2", "B3", "B4", "B6-uniform", "bayes"):
         assert rows[row_id]["games"] == 2 and 0.0 <= rows[row_id]["avg_f1"] <= 1.0
     assert rows["B1"]["avg_questions"] == 0.0 and rows["B2"]["avg_questions"] > 0
     for name in ("win_rate.png", "board_delta_f1.png"):
