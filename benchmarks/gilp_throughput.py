@@ -26,7 +26,7 @@ from pathlib import Path
 
 import jax
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config as gilp_config
 from bsjax.gilp import dataset, pipeline
 from bsjax.gilp import train as train_lib
 from bsjax.gilp.backbones import BACKBONES, canonical_name, make_backbone
@@ -52,8 +52,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.what = [w for w in args.what.split(",") if w]
     if not args.what or not set(args.what) <= {"train", "sim"}:
         p.error(f"--what takes train and/or sim (got {','.join(args.what)})")
-    args.bench = list(C.BENCHMARKS) if args.bench == "all" else args.bench.split(",")
-    unknown = [b for b in args.bench if b not in C.BENCHMARKS]
+    args.bench = list(gilp_config.BENCHMARKS) if args.bench == "all" else args.bench.split(",")
+    unknown = [b for b in args.bench if b not in gilp_config.BENCHMARKS]
     if unknown:
         p.error(f"unknown benchmark(s) {', '.join(unknown)}")
     try:

@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bsjax.llm import lm_only, revision
-from bsjax.llm.backends import LocalBackend
-from bsjax.llm.structured import Call, LLMClient
-from bsjax.report.llm_calls import percentile
+from bsjax.battleship.llm import lm_only, revision
+from bsjax.battleship.report.llm_calls import percentile
+from bsjax.core.llm.backends import LocalBackend
+from bsjax.core.llm.structured import Call, LLMClient
 
 OPTIONS = {"revision": {"temperature": 0.0, "num_predict": 128},
            "captain": {"temperature": 0.0, "num_predict": 32}}

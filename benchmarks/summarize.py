@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bsjax.harness import bench
+from bsjax.battleship.harness import bench
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """Throughput suite: agents × samplers × particle counts × batch sizes.
 
-Each measurement (`bsjax.harness.bench.bench`: steady state after a warm-up batch, compile time
+Each measurement (`bsjax.battleship.harness.bench.bench`: steady state after a warm-up batch, compile time
 recorded apart, median of `--repeats` timed batches, blocked on the results) is appended as one
 JSON line to OUT/TAG.jsonl the moment it is taken; at the end OUT/TAG.png shows games/s against
 batch size (log-log, one line per agent/sampler/particles) beside compile seconds.
@@ -28,9 +28,10 @@ import matplotlib.ticker
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from bsjax import agents as agents_lib  # noqa: E402
-from bsjax.harness import bench  # noqa: E402
-from bsjax.harness.experiment import RunConfig, UsageError, validate  # noqa: E402
+from bsjax.battleship import agents as agents_lib  # noqa: E402
+from bsjax.battleship.harness import bench  # noqa: E402
+from bsjax.battleship.harness.experiment import RunConfig, validate  # noqa: E402
+from bsjax.core.errors import UsageError  # noqa: E402
 
 HAS_DEVICES = "devices" in {f.name for f in dataclasses.fields(RunConfig)}
 
@@ -162,8 +163,7 @@ def plot(rows: list[dict], path: Path) -> None:
 def measure(grid: list[tuple[RunConfig, int]], jsonl: Path, repeats: int) -> None:
     """Run the grid, appending each row to `jsonl` as soon as it is measured."""
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     console = Console(stderr=True)
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())

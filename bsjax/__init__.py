@@ -1,20 +1,55 @@
-"""bsjax: noisy Collaborative Battleship in JAX — belief, planning, reflection and LLM layers.
+"""bsjax: agent-harness decomposition in JAX, on two domains.
 
-The public surface: protocol presets, the world, the samplers, the agents and the experiment
-runner. Everything numeric is a pure function of ONE game, vmapped over games by the harness.
+- `bsjax.battleship`: noisy Collaborative Battleship — belief, planning, reflection and LLM layers.
+- `bsjax.gilp`: graph planning with small trained world models (GILP).
+- `bsjax.core`: what both share — errors, results files, progress, statistics, LLM backends.
+
+The names below are the Battleship domain's public surface (protocol presets, the world, the
+samplers, the agents and the experiment runner). They are imported on first use, so that
+`import bsjax.gilp` does not load the Battleship harness (nor JAX programs it does not need).
 """
 
-from bsjax.agents import AGENTS, GreedyAgent, RandomAgent, make_agent
-from bsjax.belief import make_sampler
-from bsjax.config import GRAND, PAPER, GameConfig, protocol
-from bsjax.game import rules, suites
-from bsjax.harness.experiment import RunConfig, UsageError, run
-from bsjax.types import Action, GameState, Observations, TurnRecord, View
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "AGENTS", "Action", "GRAND", "GameConfig", "GameState", "GreedyAgent", "Observations",
-    "PAPER", "RandomAgent", "RunConfig", "TurnRecord", "UsageError", "View", "make_agent",
-    "make_sampler", "protocol", "rules", "run", "suites",
-]
+# public name -> the module that defines it
+_EXPORTS = {
+    "AGENTS": "bsjax.battleship.agents",
+    "GreedyAgent": "bsjax.battleship.agents",
+    "RandomAgent": "bsjax.battleship.agents",
+    "make_agent": "bsjax.battleship.agents",
+    "make_sampler": "bsjax.battleship.belief",
+    "GRAND": "bsjax.battleship.config",
+    "PAPER": "bsjax.battleship.config",
+    "GameConfig": "bsjax.battleship.config",
+    "protocol": "bsjax.battleship.config",
+    "rules": "bsjax.battleship.game",
+    "suites": "bsjax.battleship.game",
+    "RunConfig": "bsjax.battleship.harness.experiment",
+    "run": "bsjax.battleship.harness.experiment",
+    "UsageError": "bsjax.core.errors",
+    "Action": "bsjax.battleship.types",
+    "GameState": "bsjax.battleship.types",
+    "Observations": "bsjax.battleship.types",
+    "TurnRecord": "bsjax.battleship.types",
+    "View": "bsjax.battleship.types",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'bsjax' has no attribute {name!r}")
+    module = importlib.import_module(_EXPORTS[name])
+    value = getattr(module, name) if hasattr(module, name) else \
+        importlib.import_module(f"{_EXPORTS[name]}.{name}")
+    globals()[name] = value  # later look-ups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -14,9 +14,9 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-from bsjax.agents import WMAAgent, register_agent
-from bsjax.harness.experiment import RunConfig, run
-from bsjax.planning import eig, sim
+from bsjax.battleship.agents import WMAAgent, register_agent
+from bsjax.battleship.harness.experiment import RunConfig, run
+from bsjax.battleship.planning import eig, sim
 
 
 @register_agent

@@ -7,8 +7,8 @@ import dataclasses
 
 import numpy as np
 
-from bsjax.config import GameConfig
-from bsjax.game import bitboard, rules
+from bsjax.battleship.config import GameConfig
+from bsjax.battleship.game import bitboard, rules
 
 
 def tiny(rows, cols, fleet, max_questions=4, **kw):

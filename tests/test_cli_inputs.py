@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from bsjax import cli_checks as checks
+from bsjax.battleship import cli_checks
+from bsjax.battleship.harness.experiment import RunConfig
 from bsjax.cli import main
-from bsjax.harness.experiment import RunConfig, UsageError
+from bsjax.core import checks
+from bsjax.core.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[1]
 HUGE = "99999999999999999999"
@@ -279,8 +281,8 @@ def test_input_dir_accepts_an_existing_directory(tmp_path):
 
 
 def test_default_run_config_passes():
-    checks.check_run_config(RunConfig())
-    checks.check_run_config(RunConfig(boards="B01,B02", seeds=30, particles=1000, tau=1))
+    cli_checks.check_run_config(RunConfig())
+    cli_checks.check_run_config(RunConfig(boards="B01,B02", seeds=30, particles=1000, tau=1))
 
 
 @pytest.mark.parametrize("param,spec", [("tau", "0:1:0.05"), ("tau", "0, 0.5 ,1"),
@@ -288,13 +290,13 @@ def test_default_run_config_passes():
                                         ("particles", [100, 1000]), ("agent", "greedy,wma"),
                                         ("tau", "a:b:c")])  # the last: parse_values says so
 def test_valid_sweep_values_pass(param, spec):
-    checks.check_sweep_values(param, spec)
+    cli_checks.check_sweep_values(param, spec)
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "experiments").glob("*.toml")),
                          ids=lambda p: p.name)
 def test_shipped_experiment_files_pass(path):
-    checks.check_experiment_file(path)
+    cli_checks.check_experiment_file(path)
 
 
 def test_study_row_ids_stay_inside_the_output_directory():

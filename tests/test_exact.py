@@ -1,4 +1,4 @@
-"""The exhaustive posterior oracle (`bsjax.belief.exact`) against hand and brute-force answers."""
+"""The exhaustive posterior oracle (`bsjax.battleship.belief.exact`) against hand and brute-force answers."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import itertools
 
 import numpy as np
 import pytest
-
-from bsjax.belief import exact
-from bsjax.game import rules
-from bsjax.game import spans as spans_lib
 from support import bits, cells_mask, grand_tiny, observe, tiny  # noqa: F401
+
+from bsjax.battleship.belief import exact
+from bsjax.battleship.game import rules
+from bsjax.battleship.game import spans as spans_lib
 
 
 def span_cell_sets(config):
@@ -267,7 +267,7 @@ def test_grand_observations_from_rules_step():
     """Observations produced by the game rules are read the way the rules wrote them."""
     import jax
 
-    from bsjax import types
+    from bsjax.battleship import types
 
     config = grand_tiny(4, 4, (3, 2))
     table = spans_lib.table_for(config)

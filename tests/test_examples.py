@@ -6,7 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from bsjax import agents
+from bsjax.battleship import agents
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

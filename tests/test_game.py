@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bsjax.config import GRAND, PAPER
-from bsjax.belief import generator
-from bsjax.game import bitboard, refrng, rules, suites
-from bsjax.game import spans as spans_lib
-from bsjax.types import ask, shoot
+from bsjax.battleship.belief import generator
+from bsjax.battleship.config import GRAND, PAPER
+from bsjax.battleship.game import bitboard, refrng, rules, suites
+from bsjax.battleship.game import spans as spans_lib
+from bsjax.battleship.types import ask, shoot
 
 # paper-protocol §4.1 test vectors: int32 states after each step, and outputs.
 VECTORS = {

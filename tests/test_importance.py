@@ -1,10 +1,10 @@
-"""The likelihood-weighted importance sampler (`bsjax.belief.importance`) on tiny boards.
+"""The likelihood-weighted importance sampler (`bsjax.battleship.belief.importance`) on tiny boards.
 
 The sequential most-constrained-first proposal is not uniform over configurations, so the oracle
 for its marginals is `sequential_marginal` below: an exhaustive walk of the proposal's own
 placement tree (exact proposal probability of every completed placement, dead ends dropped),
 weighted by the answer likelihood. With a single ship the proposal is uniform and the marginals
-must match the exact posterior (`bsjax.belief.exact`).
+must match the exact posterior (`bsjax.battleship.belief.exact`).
 """
 
 from __future__ import annotations
@@ -20,14 +20,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from bsjax.belief import constraints, exact
-from bsjax.belief.importance import ImportanceSampler, normalised_weights
-from bsjax.game import bitboard, rules
-from bsjax.game import spans as spans_lib
-from bsjax.types import ask, shoot
-
 from support import bits, grand_tiny, observe, tiny  # noqa: E402
+
+from bsjax.battleship.belief import constraints, exact
+from bsjax.battleship.belief.importance import ImportanceSampler, normalised_weights
+from bsjax.battleship.game import bitboard, rules
+from bsjax.battleship.game import spans as spans_lib
+from bsjax.battleship.types import ask, shoot
 
 N_BIG = 100000
 N_SMALL = 2000
@@ -124,7 +123,7 @@ def sequential_marginal(config, obs, reorder=True):
     return marg / total if total > 0 else marg
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def jitted(sampler):
     return jax.jit(sampler.update), jax.jit(sampler.hit_probability)
 
@@ -208,7 +207,7 @@ def test_single_ship_matches_exact_posterior(config, kw):
 
 # ----- hard constraints on random games -----
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def game_tools(config):
     step = jax.jit(lambda key, state, action: rules.step(key, config, state, action)[0])
     sampler = ImportanceSampler(config, N_SMALL)

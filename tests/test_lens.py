@@ -1,6 +1,6 @@
 """`bsjax lens` on small real runs, through the CLI as a subprocess (paper-protocol §12.2).
 
-Three runs are made once per module with `bsjax.harness.experiment.run`: MRA (symbolic revision),
+Three runs are made once per module with `bsjax.battleship.harness.experiment.run`: MRA (symbolic revision),
 MRA-LLM with `--llm none` and τ = 1.0 (every LLM request falls back, and is counted), and greedy
 (no reflective runtime; two seeds, for `compare`). The views are checked against the run's own
 files, and the confidence trace against the per-turn rules of §9.1-9.2.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bsjax.harness.experiment import RunConfig, run
+from bsjax.battleship.harness.experiment import RunConfig, run
 
 BOARDS = "B01,B02"
 KINDS = ("coarse_roi_collapse", "late_diffuse_reprobe", "cluster_closeout_bias")
@@ -51,7 +51,7 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def lens(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "bsjax.cli", "lens", *args],
                           capture_output=True, text=True, timeout=120)
@@ -202,7 +202,7 @@ def test_confidence_trace_revisions_follow_the_gate(runs):
         trace = confidence_trace(runs, "mra", game)[0]["trace"]
         prev_budgets = (6, 2, 4)
         prev_cooldown = 0
-        for i, t in enumerate(trace):
+        for _i, t in enumerate(trace):
             budgets = (t["coarse_budget"], t["local_budget"], t["late_budget"])
             kind = t["revision"]
             if kind >= 0:

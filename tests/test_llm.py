@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from bsjax.harness.experiment import RunConfig, run
-from bsjax.llm import revision
-from bsjax.llm.backends import LLMError, OllamaBackend
-from bsjax.llm.server import OllamaAPIServer
+from bsjax.battleship.harness.experiment import RunConfig, run
+from bsjax.battleship.llm import revision
+from bsjax.core.llm.backends import LLMError, OllamaBackend
+from bsjax.core.llm.server import OllamaAPIServer
 
 PREVIEW = {"revisionKind": "cluster_closeout_bias", "policyMode": "closeout", "coarseBudget": 6,
            "localBudget": 2, "lateBudget": 4, "salvageStartTurn": 15, "exploitThreshold": 0.5}
@@ -154,7 +154,7 @@ def test_transport_faults_make_every_revision_a_fallback(tmp_path, fault):
 
 def test_local_model_behind_the_ollama_api():
     """The embedded Gemma model served over the Ollama chat API, called by the ollama client."""
-    from bsjax.llm.backends import LocalBackend
+    from bsjax.core.llm.backends import LocalBackend
     local = LocalBackend(max_tokens=8)
     direct = local.chat("Answer with one word.", "Say yes.")
     assert isinstance(direct, str) and direct.strip()
@@ -167,7 +167,7 @@ def test_local_model_behind_the_ollama_api():
 def test_local_model_follows_a_per_call_schema():
     """The llama.cpp grammar built from a call's schema forces a small model's action into that
     call's candidate list (what `gilp real --schema` relies on)."""
-    from bsjax.llm.backends import LocalBackend
+    from bsjax.core.llm.backends import LocalBackend
     local = LocalBackend(max_tokens=24)
     schema = {"type": "object", "required": ["selected_action"], "additionalProperties": False,
               "properties": {"selected_action": {"type": "string",
@@ -183,8 +183,8 @@ def test_local_greedy_grammar_decodes_what_llama_cpps_grammar_sampler_does():
     grammar sampler's, with a JSON Schema and with plain JSON mode."""
     from llama_cpp import LogitsProcessorList
 
-    from bsjax.llm.backends import LocalBackend
-    from bsjax.llm.local_grammar import GreedyGrammar, grammar_for
+    from bsjax.core.llm.backends import LocalBackend
+    from bsjax.core.llm.local_grammar import GreedyGrammar, grammar_for
     local = LocalBackend(max_tokens=48)
     llm = local._models[0].llm
     schema = {"type": "object", "required": ["selected_action", "changed_nodes"],
@@ -218,8 +218,8 @@ def test_local_greedy_grammar_decodes_what_llama_cpps_grammar_sampler_does():
 def test_local_constrained_decoding_fault_is_an_llm_error(monkeypatch):
     """A fault inside the grammar processor (which llama-cpp-python would swallow, decoding on
     unconstrained) ends the reply and surfaces as LLMError: a counted fallback, not a crash."""
-    from bsjax.llm import local_grammar
-    from bsjax.llm.backends import LocalBackend
+    from bsjax.core.llm import local_grammar
+    from bsjax.core.llm.backends import LocalBackend
     calls = []
 
     def broken(self, input_ids, scores):

@@ -10,11 +10,11 @@ import json
 import numpy as np
 import pytest
 
-from bsjax.harness.experiment import RunConfig, run
-from bsjax.game import questions
-from bsjax.llm import lm_only
-from bsjax.llm.server import OllamaAPIServer
-from bsjax.llm.structured import LLMClient
+from bsjax.battleship.game import questions
+from bsjax.battleship.harness.experiment import RunConfig, run
+from bsjax.battleship.llm import lm_only
+from bsjax.core.llm.server import OllamaAPIServer
+from bsjax.core.llm.structured import LLMClient
 
 
 def test_prompt_states_the_true_fleet_and_exact_shots():
@@ -62,7 +62,7 @@ class _Scripted:
         self.formats = []
 
     def complete(self, system, user, options=None, format=None):
-        from bsjax.llm.backends import Completion
+        from bsjax.core.llm.backends import Completion
         self.formats.append(format)
         return Completion(next(self.replies))
 

@@ -86,7 +86,7 @@ def test_quickstart_notebook(tmp_path, monkeypatch):
 
 
 def test_scoring_rules_notebook(tmp_path, monkeypatch):
-    probe = f"""from bsjax.agents import AGENTS
+    probe = f"""from bsjax.battleship.agents import AGENTS
 probe = {{
     "registered": AGENTS.get("wma-split") is SplitWMA, "results": results,
     "f1_delta": f1_delta, "head_to_head": head_to_head,
@@ -190,7 +190,7 @@ def test_gilp_notebook(tmp_path, monkeypatch):
     # §5: three methods on the same 4 episodes, metrics consistent with the printed table.
     results = got["results"]
     assert list(results) == ["Agent-Replan", "Hybrid-Full", "GILP"]
-    for method, r in results.items():
+    for _method, r in results.items():
         low, high = r["sr_ci"]
         assert r["episodes"] == GILP_EPISODES
         assert 0.0 <= low <= r["sr"] <= high <= 1.0
@@ -204,7 +204,7 @@ def test_gilp_notebook(tmp_path, monkeypatch):
                              re.MULTILINE)
     printed = {m[0]: m[1:] for m in summary_row.findall(stdout(tagged(nb, "comparison")))}
     assert set(printed) == set(results)
-    for method, (episodes, sr, low, high, _hsr, _iar, calls) in printed.items():
+    for method, (episodes, sr, _low, _high, _hsr, _iar, calls) in printed.items():
         assert int(episodes) == GILP_EPISODES
         assert abs(float(sr) - results[method]["sr"]) < 1e-3
         assert abs(float(calls) - results[method]["calls_step"]) < 1e-3

@@ -17,17 +17,16 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from support import FakeSampler, bits, neighbours, observe, ref_clusters, tiny
 
-from bsjax.agents.bayes import BayesAgent
-from bsjax.agents.wma import WMAAgent, WMAState
-from bsjax.belief import exact
-from bsjax.config import PAPER
-from bsjax.game import bitboard, questions, rules, suites
-from bsjax.game import spans as spans_lib
-from bsjax.planning import eig, sim
-from bsjax.types import ASK, SHOOT
-from support import bits, observe, tiny
-from support import FakeSampler, neighbours, ref_clusters
+from bsjax.battleship.agents.bayes import BayesAgent
+from bsjax.battleship.agents.wma import WMAAgent, WMAState
+from bsjax.battleship.belief import exact
+from bsjax.battleship.config import PAPER
+from bsjax.battleship.game import bitboard, questions, rules, suites
+from bsjax.battleship.game import spans as spans_lib
+from bsjax.battleship.planning import eig, sim
+from bsjax.battleship.types import ASK, SHOOT
 
 SETTINGS = settings(max_examples=25, deadline=None)
 TOTAL = 14.0                                     # paper fleet 5 + 4 + 3 + 2

@@ -1,4 +1,4 @@
-"""Question catalog, region DSL and in-graph region helpers (bsjax.game.questions)."""
+"""Question catalog, region DSL and in-graph region helpers (bsjax.battleship.game.questions)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bsjax.game import bitboard
-from bsjax.game import questions as q
-from bsjax.game import region_dsl
+from bsjax.battleship.game import bitboard, region_dsl
+from bsjax.battleship.game import questions as q
 
 SETTINGS = settings(max_examples=60, deadline=None)
 

@@ -8,12 +8,12 @@ import jax
 import numpy as np
 import pytest
 
-from bsjax.agents import make_agent
-from bsjax.belief.chain import ChainSampler
-from bsjax.config import PAPER
-from bsjax.game import suites
-from bsjax.harness.experiment import game_list
-from bsjax.harness.loop import BatchRunner, Player
+from bsjax.battleship.agents import make_agent
+from bsjax.battleship.belief.chain import ChainSampler
+from bsjax.battleship.config import PAPER
+from bsjax.battleship.game import suites
+from bsjax.battleship.harness.experiment import game_list
+from bsjax.battleship.harness.loop import BatchRunner, Player
 
 ROWS = {
     # row: (agent, options, avg F1 to 4 d.p., wins, avg questions to 1 d.p.)

@@ -16,21 +16,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support import FakeSampler, bits, neighbours, ref_clusters
 
-from bsjax.agents.mra import MRAAgent, MRALLMAgent, mode_pools
-from bsjax.config import PAPER
-from bsjax.game import questions, rules
-from bsjax.game import spans as spans_lib
-from bsjax.harness.llm_host import RevisionHost
-from bsjax.llm.structured import LLMClient
-from bsjax.llm.backends import LLMError
-from bsjax.runtime import presets as presets_lib
-from bsjax.runtime import signals
-from bsjax.runtime.presets import PAPER_PRESETS, GateContext
-from bsjax.runtime.record import default_policy, initial_record
-from bsjax.types import ASK, SHOOT
-from support import bits
-from support import FakeSampler, neighbours, ref_clusters
+from bsjax.battleship.agents.mra import MRAAgent, MRALLMAgent, mode_pools
+from bsjax.battleship.config import PAPER
+from bsjax.battleship.game import questions, rules
+from bsjax.battleship.game import spans as spans_lib
+from bsjax.battleship.harness.llm_host import RevisionHost
+from bsjax.battleship.runtime import presets as presets_lib
+from bsjax.battleship.runtime import signals
+from bsjax.battleship.runtime.presets import PAPER_PRESETS, GateContext
+from bsjax.battleship.runtime.record import default_policy, initial_record
+from bsjax.battleship.types import ASK, SHOOT
+from bsjax.core.llm.backends import LLMError
+from bsjax.core.llm.structured import LLMClient
 
 TOTAL = 14.0
 CATALOG = questions.CATALOG

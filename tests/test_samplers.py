@@ -7,11 +7,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from bsjax.belief import exact, make_sampler
-from bsjax.belief.chain import ChainSampler
-from bsjax.belief.particles import ParticleSampler
 from support import observe, tiny
+
+from bsjax.battleship.belief import exact, make_sampler
+from bsjax.battleship.belief.chain import ChainSampler
+from bsjax.battleship.belief.particles import ParticleSampler
 
 TINY = tiny(5, 5, (3, 2), max_questions=4)
 
@@ -102,7 +102,7 @@ def test_chain_samples_respect_shots_after_repair():
 
 
 def _cells(spans):
-    from bsjax.game import spans as spans_lib
+    from bsjax.battleship.game import spans as spans_lib
     return spans_lib.board_cells(TINY, spans)
 
 
@@ -117,7 +117,7 @@ def test_chain_freezes_ship_identity_on_hits():
 
 
 def _ship_cells(spans):
-    from bsjax.game import spans as spans_lib
+    from bsjax.battleship.game import spans as spans_lib
     return jnp.asarray(spans_lib.table_for(TINY).cells)[spans]
 
 

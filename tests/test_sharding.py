@@ -15,7 +15,7 @@ SCRIPT = textwrap.dedent("""
     import json, sys, tempfile
     from pathlib import Path
     import jax
-    from bsjax.harness import experiment
+    from bsjax.battleship.harness import experiment
     assert jax.local_device_count() == 4, jax.devices()
     out = {}
     for name, extra in json.loads(sys.argv[1]).items():
@@ -84,7 +84,8 @@ def _free_port() -> int:
 def test_two_processes_play_the_one_process_games(tmp_path):
     """`--distributed`: two processes joined by jax.distributed each play every other game into
     OUT/process-K-of-2; the merged run equals a one-process run game for game."""
-    from bsjax.report import files, tables
+    from bsjax.battleship.report import tables
+    from bsjax.core import files
     bsjax = [sys.executable, "-m", "bsjax.cli"]
     games = ["--boards", "B01,B04,B17", "--seeds", "1", "--particles", "32"]
     port = _free_port()

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bsjax.report import stats
+from bsjax.core import stats
 
 
 @pytest.mark.parametrize("wins, ci", [

@@ -18,15 +18,16 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from bsjax import cli
-from bsjax.harness.experiment import RunConfig, run
-from bsjax.harness.loop import LLMEvent
-from bsjax.harness.progress import GameProgress
-from bsjax.llm import revision, uniform
-from bsjax.llm.backends import Completion, UniformBackend
-from bsjax.llm.call_cache import CallCache
-from bsjax.llm.local_prompt import split_prompt
-from bsjax.llm.server import OllamaAPIServer
-from bsjax.llm.structured import Call, LLMClient
+from bsjax.battleship.harness.experiment import RunConfig, run
+from bsjax.battleship.harness.loop import LLMEvent
+from bsjax.battleship.llm import revision
+from bsjax.core.llm import uniform
+from bsjax.core.llm.backends import Completion, UniformBackend
+from bsjax.core.llm.call_cache import CallCache
+from bsjax.core.llm.local_prompt import split_prompt
+from bsjax.core.llm.server import OllamaAPIServer
+from bsjax.core.llm.structured import Call, LLMClient
+from bsjax.core.progress import GameProgress
 
 SMALL = dict(sampler="particles", particles=64, boards="B01,B02", seeds=1)
 
@@ -134,7 +135,7 @@ def test_cache_key_includes_the_schema_and_replays(tmp_path):
 
 
 def test_transport_errors_are_answers_not_exceptions_and_are_not_cached(tmp_path):
-    from bsjax.llm.backends import NoBackend
+    from bsjax.core.llm.backends import NoBackend
     client = LLMClient(NoBackend(), CallCache(tmp_path / "calls.jsonl"))
     answer = client.ask(Call("s", "u", {"enum": [1]}))
     assert not answer.ok and "no LLM backend" in answer.error
@@ -195,7 +196,7 @@ def test_gemma_prompt_carries_the_system_text():
 def test_local_replies_do_not_depend_on_earlier_calls():
     """The system prefix's KV state is reused, and every call starts from the same state: a
     reply is the same from a fresh model and after other calls."""
-    from bsjax.llm.backends import LocalBackend
+    from bsjax.core.llm.backends import LocalBackend
     schema = revision.response_schema(_preview(6, 2, 4))
     user = revision.user_prompt({"turnNumber": 12, "modelConfidence": 0.4},
                                 _preview(6, 2, 4), compact=True)
@@ -218,7 +219,7 @@ def test_serve_ollama_enforces_the_schema_for_the_ollama_client(tmp_path):
     """The Ollama client path end to end: the `bsjax serve-ollama` command serves the embedded
     model over HTTP on loopback and decodes under each request's schema; B6 through `--llm
     ollama` gets 0 fallbacks."""
-    from bsjax.llm.backends import OllamaBackend
+    from bsjax.core.llm.backends import OllamaBackend
     port = _free_port()
     server = subprocess.Popen([sys.executable, "-m", "bsjax.cli", "serve-ollama", "--port",
                                str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from bsjax import cli
-from bsjax.harness import study as study_lib
-from bsjax.harness.experiment import RunConfig, UsageError
-from bsjax.report import tables
+from bsjax.battleship.harness import study as study_lib
+from bsjax.battleship.harness.experiment import RunConfig
+from bsjax.battleship.report import tables
+from bsjax.core.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"

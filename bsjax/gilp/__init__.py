@@ -1,5 +1,5 @@
 """GILP: graph planning where a small trained world model grounds an LLM agent (spec/gilp.md).
 
-The second domain of bsjax. Nothing in the Battleship packages imports it; it reuses `bsjax.llm`
+The second domain of bsjax. Nothing in the Battleship packages imports it; it reuses `bsjax.core.llm`
 backends and the results-on-disk conventions of the harness.
 """

@@ -22,7 +22,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from bsjax.gilp import dataset_format as D
+from bsjax.gilp import dataset_format
 from bsjax.gilp.backbones import count_params
 from bsjax.gilp.features import DecodeFn, expected_next_status, graph_inputs
 
@@ -32,7 +32,7 @@ METRIC_NAMES = ("node_mse", "delta_acc_all", "delta_acc_changed", "valid_acc", "
 
 @eqx.filter_jit
 def _predict_batch(model: eqx.Module, batch: dict, decode: DecodeFn) -> dict[str, jax.Array]:
-    graphs = D.graph_from_batch(batch)
+    graphs = dataset_format.graph_from_batch(batch)
     inputs = jax.vmap(graph_inputs)(graphs)
     out = jax.vmap(model)(inputs, batch["action"])
     expected = jax.vmap(lambda g, a, logits: expected_next_status(decode, g, a, logits))(
@@ -43,10 +43,12 @@ def _predict_batch(model: eqx.Module, batch: dict, decode: DecodeFn) -> dict[str
 def predict(model: eqx.Module, data: dict, decode: DecodeFn,
             batch_size: int = 128) -> dict[str, np.ndarray]:
     """Host arrays of every `BackboneOut` field (`[S, ...]`) plus `expected_status [S, N, 5]`."""
-    n = D.validate(data)
+    n = dataset_format.validate(data)
     parts: dict[str, list[np.ndarray]] = {}
-    for index, mask in D.padded_batches(n, batch_size):
-        out = jax.device_get(_predict_batch(model, D.to_device(D.take(data, index)), decode))
+    for index, mask in dataset_format.padded_batches(n, batch_size):
+        out = jax.device_get(
+            _predict_batch(model, dataset_format.to_device(dataset_format.take(data, index)), decode)
+        )
         for name, value in out.items():
             parts.setdefault(name, []).append(np.asarray(value)[mask])
     return {name: np.concatenate(values) for name, values in parts.items()}
@@ -82,8 +84,9 @@ def metrics_from_predictions(pred: dict[str, np.ndarray], data: dict) -> dict[st
     }
 
 
-def backbone_metrics(model: eqx.Module, data: dict, decode: DecodeFn,
-                     batch_size: int = 128) -> dict[str, float]:
+def backbone_metrics(
+    model: eqx.Module, data: dict, decode: DecodeFn, batch_size: int = 128
+) -> dict[str, float]:
     """Every §3.6 metric of `model` on a labelled dataset.
 
     Args:

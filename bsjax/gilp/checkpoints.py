@@ -10,7 +10,7 @@ from pathlib import Path
 import equinox as eqx
 import jax
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.backbones import backbone_name, canonical_name, count_params, make_backbone
 from bsjax.gilp.features import N_FEATURES
 
@@ -29,7 +29,7 @@ def checkpoint_meta(model: eqx.Module, *, benchmark: str, seed: int, epoch: int,
     """The JSON sidecar of a checkpoint."""
     return {"format": CHECKPOINT_FORMAT, "architecture": backbone_name(model),
             "params": count_params(model),
-            "sizes": {"n_max": C.N_MAX, "n_features": N_FEATURES},
+            "sizes": {"n_max": config.N_MAX, "n_features": N_FEATURES},
             "benchmark": benchmark, "seed": int(seed), "epoch": int(epoch),
             "data_checksum": data_checksum}
 
@@ -71,7 +71,7 @@ def load_checkpoint(path: str | Path, **expect) -> tuple[eqx.Module, dict]:
         expect["architecture"] = canonical_name(expect["architecture"])
     wrong = {name: (meta.get(name), value) for name, value in expect.items()
              if meta.get(name) != value}
-    sizes = {"n_max": C.N_MAX, "n_features": N_FEATURES}
+    sizes = {"n_max": config.N_MAX, "n_features": N_FEATURES}
     if meta.get("sizes") != sizes:
         wrong["sizes"] = (meta.get("sizes"), sizes)
     if wrong:

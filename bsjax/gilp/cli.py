@@ -10,38 +10,23 @@ import json
 import time
 from pathlib import Path
 
-from bsjax import cli_checks as checks
-from bsjax.gilp import config as C
-from bsjax.harness.experiment import UsageError
-from bsjax.harness.progress import GameProgress
+from bsjax.core import checks
+from bsjax.core.errors import UsageError
+from bsjax.core.progress import GameProgress
+from bsjax.gilp import config as gilp_config
+from bsjax.gilp.cli_args import (
+    load_sim_params,
+    parse_backbones,
+    parse_benchmarks,
+    parse_methods,
+    parse_splits,
+)
 
 DEFAULT_WORK = Path("results/gilp")
 DEFAULT_TASK_DIR = DEFAULT_WORK / "tasks"
 MAX_TASKS = 100_000   # --count: tasks per split (the spec's largest split holds 500)
 MAX_SEEDS = 1_000     # --seeds: seeds per task (the paper profile runs 8)
 MAX_JOBS = 64         # --jobs: training processes at once
-
-
-def _parse_names(text: str, known: tuple[str, ...], what: str) -> list[str]:
-    """`all` or a comma list of names from `known`, validated."""
-    names = list(known) if text == "all" else [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [n for n in names if n not in known]
-    if unknown or not names:
-        raise UsageError(f"unknown {what} {', '.join(unknown) or text!r} "
-                         f"(choose from all, {', '.join(known)})")
-    repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
-    if repeated is not None:
-        raise UsageError(f"{what} {repeated} given twice")
-    return names
-
-
-def parse_benchmarks(text: str) -> list[str]:
-    return _parse_names(text, C.BENCHMARKS, "benchmark")
-
-
-def parse_splits(text: str) -> list[str]:
-    from bsjax.gilp.generate import SPLITS
-    return _parse_names(text, SPLITS, "split")
 
 
 def cmd_generate(args) -> int:
@@ -54,7 +39,7 @@ def cmd_generate(args) -> int:
     if out.exists() and not args.resume and any(out.glob("*.npz")):
         raise UsageError(f"{out} already holds task files (use --resume to keep them or a new --out)")
     jobs = [(b, s) for b in benches for s in splits]
-    sizes = {(b, s): args.count or C.SPLIT_SIZES[s] for b, s in jobs}
+    sizes = {(b, s): args.count or gilp_config.SPLIT_SIZES[s] for b, s in jobs}
     progress = GameProgress("tasks")
     progress.start(sum(sizes.values()))
     done, written, start = 0, {}, time.perf_counter()
@@ -84,33 +69,6 @@ def cmd_generate(args) -> int:
     print(json.dumps(summary) if args.json else
           f"{done} tasks in {summary['seconds']} s -> {out}")
     return 0
-
-
-def load_sim_params(path, benches=None):
-    """A simulator parameter file: the pooled `SimParams`, or `{bench: SimParams}` with each
-    benchmark's token coefficients when `benches` is given; UsageError on a bad file."""
-    from bsjax.gilp.sim.params import load_params
-    try:
-        if benches is None:
-            return load_params(path)
-        return {bench: load_params(path, bench) for bench in benches}
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise UsageError(f"bad simulator parameter file {path}: {err}") from None
-
-
-def parse_backbones(text: str) -> list[str]:
-    """`all` or a comma list of backbone names (case-insensitive), validated."""
-    from bsjax.gilp.backbones import BACKBONE_NAMES, canonical_name
-    if text == "all":
-        return list(BACKBONE_NAMES)
-    try:
-        names = [canonical_name(s.strip()) for s in text.split(",") if s.strip()]
-    except ValueError as err:
-        raise UsageError(str(err)) from None
-    if not names:
-        raise UsageError(f"--backbone names no backbone (choose from all, "
-                         f"{', '.join(BACKBONE_NAMES)})")
-    return checks.unique(names, "--backbone")
 
 
 def _profile(name: str):
@@ -188,29 +146,11 @@ def _train_in_processes(args, benches: list[str], backbones: list[str], jobs: in
         raise RuntimeError(f"training failed for {', '.join(failed)} (see their logs in {args.work})")
 
 
-def parse_methods(text: str) -> list[str]:
-    """`all` (the 13 methods and the Oracle row) or a comma list of method names (variants
-    `NAME[key=value,...]` included), validated."""
-    from bsjax.gilp.methods import METHOD_NAMES, get_method, split_methods
-    if text == "all":
-        return [*METHOD_NAMES, "Oracle"]
-    if text.count("[") != text.count("]"):
-        raise UsageError(f"--methods {text!r}: unbalanced brackets")
-    try:
-        names = [get_method(name).name for name in split_methods(text)]
-    except ValueError as err:
-        raise UsageError(str(err)) from None
-    if not names:
-        raise UsageError(f"--methods names no method (choose from all, {', '.join(METHOD_NAMES)}, "
-                         "Oracle)")
-    return checks.unique(names, "--methods")
-
-
 def cmd_run(args) -> int:
     """Evaluate methods on the test splits with the behavioural simulator / parametric planners."""
     import sys
 
-    from bsjax.harness import gilp as harness
+    from bsjax.gilp import evaluation as harness
     benches, methods = parse_benchmarks(args.bench), parse_methods(args.methods)
     backbone = parse_backbones(args.backbone)
     if len(backbone) != 1:
@@ -238,7 +178,7 @@ def cmd_run(args) -> int:
 
 
 def _print_summary(summary: dict, out: Path, as_json: bool) -> None:
-    from bsjax.harness.gilp import method_json
+    from bsjax.gilp.evaluation import method_json
     methods = {m: method_json(stats) for m, stats in summary["pooled"].items()}
     if as_json:
         print(json.dumps({"out": str(out), "methods": methods}, default=float))
@@ -250,9 +190,9 @@ def _print_summary(summary: dict, out: Path, as_json: bool) -> None:
 def _report_real(out: Path, as_json: bool) -> int:
     """`gilp report` of a `gilp real` run (T7): its table and summary.json from the finished
     episodes, also while the run is still going."""
-    from bsjax.gilp import real_runs
+    from bsjax.gilp.report import tables
     try:
-        summary = real_runs.report_real(out)
+        summary = tables.report_real(out)
     except (ValueError, KeyError, TypeError) as err:
         raise UsageError(f"cannot report {out}: {err}") from None
     if as_json:
@@ -265,7 +205,7 @@ def _report_real(out: Path, as_json: bool) -> int:
 
 def cmd_report(args) -> int:
     """Rebuild summary.json and the tables of a GILP run from its event files."""
-    from bsjax.harness import gilp as harness
+    from bsjax.gilp import evaluation as harness
     out = Path(checks.nonempty(args.run_dir, "the run directory"))
     if not (out / "events").is_dir() and (out / "events.jsonl").is_file():
         return _report_real(out, args.json)

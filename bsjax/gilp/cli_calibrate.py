@@ -10,8 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-from bsjax import cli_checks as checks
-from bsjax.harness.experiment import UsageError
+from bsjax.core import checks
+from bsjax.core.errors import UsageError
 
 DEFAULT_WORK = Path("results/gilp")
 MAX_EVALS = 100_000  # --evals: the paper budget runs 456 a stage
@@ -44,7 +44,7 @@ def _stages(text: str) -> tuple[int, ...]:
 def cmd_calibrate(args) -> int:
     """Run the calibration (or, with --from-real, the stage-1 refit to a real run)."""
     from bsjax.gilp import pipeline
-    from bsjax.gilp.cli import load_sim_params, parse_backbones, parse_benchmarks
+    from bsjax.gilp.cli_args import load_sim_params, parse_backbones, parse_benchmarks
     from bsjax.gilp.sim import calibrate as cal
     benches = parse_benchmarks(args.bench)
     checks.nonempty(args.budget, "--budget")

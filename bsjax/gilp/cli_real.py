@@ -1,5 +1,5 @@
 """`bsjax gilp real`: the real-LLM validation of spec/gilp.md §7 T7 (Agent-Replan vs GILP on 20
-tasks per benchmark with H in [3, 8]) through `bsjax.llm` — the embedded local model by default,
+tasks per benchmark with H in [3, 8]) through `bsjax.core.llm` — the embedded local model by default,
 an Ollama server by name. Episodes append to OUT/events.jsonl and a rerun skips the finished ones
 (resume); replies are cached in OUT/calls.jsonl. Writes OUT/table_7.md + .csv and prints a JSON
 summary (`--json`: as the last line)."""
@@ -11,9 +11,9 @@ import itertools
 import json
 import time
 
-from bsjax import cli_checks as checks
-from bsjax.harness.experiment import UsageError
-from bsjax.harness.progress import GameProgress
+from bsjax.core import checks
+from bsjax.core.errors import UsageError
+from bsjax.core.progress import GameProgress
 
 DEFAULT_METHODS = "Agent-Replan,GILP"
 LLM_KINDS = ("local", "ollama", "none")
@@ -24,7 +24,7 @@ MAX_THREADS = 1024           # --threads
 
 def _llm_methods(text: str) -> list:
     """`--methods` as configs (`cli.parse_methods`), LLM methods only."""
-    from bsjax.gilp.cli import parse_methods
+    from bsjax.gilp.cli_args import parse_methods
     from bsjax.gilp.methods import get_method
     methods = [get_method(name) for name in parse_methods(text)]
     not_llm = [m.name for m in methods if not m.llm]
@@ -41,13 +41,12 @@ def wants_schema(args) -> bool:
 
 def cmd_real(args) -> int:
     """Run (or resume) a T7 real-LLM run and write its table."""
-    from bsjax.gilp import pipeline
-    from bsjax.gilp import real as R
-    from bsjax.gilp import real_runs, real_tasks
-    from bsjax.gilp.cli import parse_backbones, parse_benchmarks
-    from bsjax.harness.gilp import config_changes
-    from bsjax.llm.call_cache import CallCache
-    from bsjax.llm.gilp_driver import GilpDriver, make_gilp_backend
+    from bsjax.core.llm.call_cache import CallCache
+    from bsjax.gilp import pipeline, real, real_runs, real_tasks
+    from bsjax.gilp.cli_args import parse_backbones, parse_benchmarks
+    from bsjax.gilp.evaluation import config_changes
+    from bsjax.gilp.llm.driver import GilpDriver, make_gilp_backend
+    from bsjax.gilp.report import tables
     benches, methods = parse_benchmarks(args.bench), _llm_methods(args.methods)
     if args.llm not in LLM_KINDS:
         raise UsageError(f"unknown LLM backend {args.llm!r} (choose from {', '.join(LLM_KINDS)})")
@@ -106,10 +105,10 @@ def cmd_real(args) -> int:
 
     try:
         real_runs.run_real(out, methods, tasks, driver, models or None,
-                           cfg=R.RealConfig(wall_cap_s=args.wall_cap), log=episode_done)
+                           cfg=real.RealConfig(wall_cap_s=args.wall_cap), log=episode_done)
     finally:
         progress.stop()
-    result = {**real_runs.report_real(out),
+    result = {**tables.report_real(out),
               "llm": {"backend": args.llm, "model": getattr(backend, "model", None)},
               "seconds": round(time.perf_counter() - start, 2)}
     if args.json:
@@ -122,13 +121,13 @@ def cmd_real(args) -> int:
 
 def _check_real_flags(args) -> None:
     """The numeric flags and the Ollama flags of `gilp real`; raises UsageError."""
-    from bsjax.gilp import config as C
-    from bsjax.llm.backends import check_host, check_model
+    from bsjax.core.llm.backends import check_host, check_model
+    from bsjax.gilp import config
     for flag, value in (("--tasks", args.tasks), ("--timeout", args.timeout),
                         ("--wall-cap", args.wall_cap)):
         if value <= 0:
             raise UsageError(f"{flag} must be positive (got {value})")
-    most = C.SPLIT_SIZES["test_id"] + C.SPLIT_SIZES["val"]  # where `t7_tasks` looks
+    most = config.SPLIT_SIZES["test_id"] + config.SPLIT_SIZES["val"]  # where `t7_tasks` looks
     checks.int_in(args.tasks, "--tasks", 1, most)
     checks.positive_float(args.timeout, "--timeout", MAX_TIMEOUT)
     checks.positive_float(args.wall_cap, "--wall-cap", MAX_WALL_CAP)

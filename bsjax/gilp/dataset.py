@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.envs import common
 from bsjax.gilp.envs.common import Bench
 from bsjax.gilp.types import Graph, graph_from_np
@@ -34,7 +34,7 @@ def _uniform_index(key: jax.Array, amask: jax.Array, shape: tuple[int, ...] = ()
     return jax.random.categorical(key, logits, shape=shape)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _rollout_fn(bench: Bench, oracle_prob: float, extra: int):
     """jit(vmap(one episode)) for a benchmark; see `rollouts`."""
 
@@ -48,13 +48,13 @@ def _rollout_fn(bench: Bench, oracle_prob: float, extra: int):
                                common.oracle_action(bench, g), uniform)
             extras = acts[_uniform_index(k_extra, amask, (extra,))]
             g_next, info = common.step(bench, k_env, g, action)
-            finished = info.done | (g_next.t >= g.budget) | (info.dstar_after >= C.UNSOLV)
+            finished = info.done | (g_next.t >= g.budget) | (info.dstar_after >= config.UNSOLV)
             record = (g, action, extras, alive)
             g_next = common.select_graph(alive, g_next, g)
             return (g_next, alive & ~finished), record
 
-        alive0 = ~common.goals_done(g0) & (bench.dstar(g0) < C.UNSOLV)
-        _, records = jax.lax.scan(body, (g0, alive0), jax.random.split(key, C.B_MAX))
+        alive0 = ~common.goals_done(g0) & (bench.dstar(g0) < config.UNSOLV)
+        _, records = jax.lax.scan(body, (g0, alive0), jax.random.split(key, config.B_MAX))
         return records
 
     return jax.jit(jax.vmap(episode))
@@ -100,12 +100,12 @@ def rollouts(bench: Bench, tasks: dict[str, np.ndarray], episodes: int = 2, epsi
     return samples
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _label_fn(bench: Bench, horizon: int, gamma: float):
     return jax.jit(jax.vmap(lambda g, a: common.labels(bench, g, a, horizon, gamma)))
 
 
-def label(bench: Bench, samples: dict[str, np.ndarray], cfg: C.GilpConfig = C.GilpConfig(),
+def label(bench: Bench, samples: dict[str, np.ndarray], cfg: config.GilpConfig = config.GilpConfig(),
           progress=None) -> dict[str, np.ndarray]:
     """Add the modal-outcome labels of `envs.common.labels` to every sample, then zero `hidden`.
 
@@ -131,7 +131,7 @@ def label(bench: Bench, samples: dict[str, np.ndarray], cfg: C.GilpConfig = C.Gi
 
 
 def build(bench: Bench, tasks: dict[str, np.ndarray], seed: int = 0, episodes: int = 2,
-          epsilon: float = 0.3, extra_candidates: int = 3, cfg: C.GilpConfig = C.GilpConfig(),
+          epsilon: float = 0.3, extra_candidates: int = 3, cfg: config.GilpConfig = config.GilpConfig(),
           progress=None) -> dict[str, np.ndarray]:
     """Rollouts and labels: the labelled sample set of one benchmark split."""
     return label(bench, rollouts(bench, tasks, episodes, epsilon, extra_candidates, seed), cfg,

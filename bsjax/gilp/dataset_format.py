@@ -35,13 +35,13 @@ required there.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import jax.numpy as jnp
 import numpy as np
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.types import Graph
 
 GRAPH_FIELDS = ("status", "ntype", "goal", "attr", "etype", "nmask")
@@ -142,9 +142,9 @@ def graph_from_batch(batch: dict) -> Graph:
 
     return Graph(
         status=status.astype(jnp.int8), ntype=field("ntype", (n,), jnp.int8),
-        goal=field("goal", (n,), bool), attr=field("attr", (n, C.N_ATTR), jnp.float32),
+        goal=field("goal", (n,), bool), attr=field("attr", (n, config.N_ATTR), jnp.float32),
         etype=field("etype", (n, n), jnp.int8), anc=field("anc", (n, n), bool),
-        hidden=field("hidden", (n, C.N_HIDDEN), jnp.int8), nmask=field("nmask", (n,), bool),
+        hidden=field("hidden", (n, config.N_HIDDEN), jnp.int8), nmask=field("nmask", (n,), bool),
         t=field("t", (), jnp.int32), budget=field("budget", (), jnp.int32),
         horizon=field("horizon", (), jnp.int32))
 

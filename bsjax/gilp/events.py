@@ -73,10 +73,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TypedDict
 
-from bsjax.gilp import config as C
-from bsjax.report.files import read_jsonl, read_run_jsonl
+from bsjax.core.files import read_jsonl, read_run_jsonl
+from bsjax.gilp import config
 
-ATOM_STATUSES = (*C.STATUS_NAMES, "unknown")
+ATOM_STATUSES = (*config.STATUS_NAMES, "unknown")
 SPLITS = ("id", "ood")
 EVENTS_FILE = "events.jsonl"
 
@@ -142,7 +142,7 @@ OPTIONAL: dict[str, str] = {
 
 def atoms_from_codes(vs: Iterable[int], codes: Iterable[int]) -> list[list]:
     """Atoms [[v, status_name], ...] from node ids and int status codes (-1 = unknown)."""
-    return [[int(v), "unknown" if int(c) < 0 else C.STATUS_NAMES[int(c)]]
+    return [[int(v), "unknown" if int(c) < 0 else config.STATUS_NAMES[int(c)]]
             for v, c in zip(vs, codes)]
 
 
@@ -186,9 +186,9 @@ def _check(name: str, kind: str, value) -> str | None:
             return "must be a list of [v, status] pairs"
         for atom in value:
             if not (isinstance(atom, (list, tuple)) and len(atom) == 2 and _is_int(atom[0])
-                    and 0 <= atom[0] < C.N_MAX and atom[1] in ATOM_STATUSES):
+                    and 0 <= atom[0] < config.N_MAX and atom[1] in ATOM_STATUSES):
                 return (f"has a malformed atom {atom!r}: expected [v, status] with 0 <= v < "
-                        f"{C.N_MAX} and status in {ATOM_STATUSES}")
+                        f"{config.N_MAX} and status in {ATOM_STATUSES}")
         return None
     raise AssertionError(kind)
 
@@ -206,9 +206,9 @@ def validate_row(row) -> dict:
             problem = _check(name, kind, row[name])
             if problem:
                 raise EventError(f"{_where(row)}: field {name!r} {problem} (got {row[name]!r})")
-    if row["bench"] not in C.BENCHMARKS:
+    if row["bench"] not in config.BENCHMARKS:
         raise EventError(f"{_where(row)}: unknown bench {row['bench']!r}; expected one of "
-                         f"{C.BENCHMARKS}")
+                         f"{config.BENCHMARKS}")
     if row["split"] not in SPLITS:
         raise EventError(f"{_where(row)}: split must be one of {SPLITS}, got {row['split']!r}")
     for atoms, flags in (("draft_atoms", "halluc_draft"), ("committed_atoms", "halluc_committed"),

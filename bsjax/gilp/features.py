@@ -24,18 +24,19 @@ Padded nodes are all zeros. `hidden` (and `anc`) are never read.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.types import Graph
 
 N_GRAPH_FEATURES = 35
 N_ACTION_FEATURES = 5
 N_FEATURES = N_GRAPH_FEATURES + N_ACTION_FEATURES  # 40
-STATUS_COLS = slice(0, C.N_STATUS)
+STATUS_COLS = slice(0, config.N_STATUS)
 # Edge counts are divided by this so that typical degrees land in [0, 1].
 EDGE_COUNT_SCALE = 4.0
 
@@ -85,14 +86,14 @@ def graph_inputs(g: Graph) -> GraphInputs:
     nmask = g.nmask.astype(bool)
     real = nmask.astype(jnp.float32)
     pair_mask = nmask[:, None] & nmask[None, :]
-    etype = jnp.where(pair_mask, g.etype.astype(jnp.int32), C.NO_EDGE)
+    etype = jnp.where(pair_mask, g.etype.astype(jnp.int32), config.NO_EDGE)
     # [N, N, 8] one-hot of the edge type u -> v (no edge -> all zeros).
-    edge_onehot = jax.nn.one_hot(etype, C.N_EDGE_TYPES, dtype=jnp.float32)
+    edge_onehot = jax.nn.one_hot(etype, config.N_EDGE_TYPES, dtype=jnp.float32)
     in_counts = edge_onehot.sum(axis=0)    # [v, type]: edges arriving at v
     out_counts = edge_onehot.sum(axis=1)   # [u, type]: edges leaving u
     node_x = jnp.concatenate([
-        jax.nn.one_hot(g.status.astype(jnp.int32), C.N_STATUS, dtype=jnp.float32),
-        jax.nn.one_hot(g.ntype.astype(jnp.int32), len(C.NODE_TYPE_NAMES), dtype=jnp.float32),
+        jax.nn.one_hot(g.status.astype(jnp.int32), config.N_STATUS, dtype=jnp.float32),
+        jax.nn.one_hot(g.ntype.astype(jnp.int32), len(config.NODE_TYPE_NAMES), dtype=jnp.float32),
         g.goal.astype(jnp.float32)[:, None],
         g.attr.astype(jnp.float32),
         in_counts / EDGE_COUNT_SCALE,
@@ -190,6 +191,6 @@ def expected_next_status(decode: DecodeFn, g: Graph, action: jax.Array,
     Returns:
       `[N, 5]` float32 expected next-status one-hot (rows of padded nodes are not masked here).
     """
-    onehots = jax.nn.one_hot(class_next_status(decode, g, action), C.N_STATUS, dtype=jnp.float32)
+    onehots = jax.nn.one_hot(class_next_status(decode, g, action), config.N_STATUS, dtype=jnp.float32)
     probs = jax.nn.softmax(delta_logits.astype(jnp.float32), axis=-1)
     return jnp.einsum("nc,cns->ns", probs, onehots)

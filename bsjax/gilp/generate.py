@@ -15,7 +15,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.envs import registry
 from bsjax.gilp.types import graph_from_np
 
@@ -27,7 +27,7 @@ ARRAY_FIELDS = ("status", "ntype", "goal", "attr", "etype", "anc", "hidden", "nm
 
 def split_range(bench: str, split: str) -> tuple[int, int]:
     """The inclusive horizon range of a split (test_ood uses the OOD range, the rest ID)."""
-    return C.HORIZONS[bench]["ood" if split == "test_ood" else "id"]
+    return config.HORIZONS[bench]["ood" if split == "test_ood" else "id"]
 
 
 def target_horizon(bench: str, split: str, index: int) -> int:
@@ -52,7 +52,7 @@ def horizon_of(bench: str, arrays: dict[str, np.ndarray]) -> int:
 
 def generate_task(bench: str, split: str, index: int) -> dict[str, np.ndarray]:
     """Task `index` of a split: padded arrays with `horizon` and `budget` filled in."""
-    seed = C.task_seed(bench, split, index)
+    seed = config.task_seed(bench, split, index)
     rng = np.random.default_rng(seed)
     target = target_horizon(bench, split, index)
     lo, hi = split_range(bench, split)
@@ -60,8 +60,8 @@ def generate_task(bench: str, split: str, index: int) -> dict[str, np.ndarray]:
     best, best_horizon = None, None
     for _ in range(MAX_TRIES):
         arrays = sample_task(rng, split)
-        if (arrays is None or int(arrays["nmask"].sum()) > C.N_MAX
-                or int((arrays["etype"] >= 0).sum()) > C.E_MAX):
+        if (arrays is None or int(arrays["nmask"].sum()) > config.N_MAX
+                or int((arrays["etype"] >= 0).sum()) > config.E_MAX):
             continue
         horizon = horizon_of(bench, arrays)
         if horizon == target:
@@ -74,7 +74,7 @@ def generate_task(bench: str, split: str, index: int) -> dict[str, np.ndarray]:
                            f"after {MAX_TRIES} draws")
     horizon = best_horizon
     best["horizon"] = np.int32(horizon)
-    best["budget"] = np.int32(C.step_budget(horizon))
+    best["budget"] = np.int32(config.step_budget(horizon))
     best["t"] = np.int32(0)
     return best
 
@@ -97,7 +97,7 @@ def checksum(arrays: dict[str, np.ndarray]) -> str:
 def generate_split(bench: str, split: str, count: int | None = None,
                    progress=None) -> tuple[dict[str, np.ndarray], dict]:
     """All tasks of a split (or the first `count`) as stacked arrays and a manifest."""
-    count = C.SPLIT_SIZES[split] if count is None else count
+    count = config.SPLIT_SIZES[split] if count is None else count
     tasks = []
     for index in range(count):
         tasks.append(generate_task(bench, split, index))
@@ -106,7 +106,7 @@ def generate_split(bench: str, split: str, count: int | None = None,
     arrays = stack_tasks(tasks)
     manifest = {
         "bench": bench, "split": split, "count": count,
-        "tasks": [{"index": i, "seed": C.task_seed(bench, split, i),
+        "tasks": [{"index": i, "seed": config.task_seed(bench, split, i),
                    "H": int(arrays["horizon"][i]), "N": int(arrays["nmask"][i].sum()),
                    "split": split} for i in range(count)],
         "sha256": checksum(arrays),
@@ -140,10 +140,11 @@ def load_split(path: Path) -> tuple[dict[str, np.ndarray], dict]:
     except (KeyError, ValueError, OSError) as err:
         raise TaskFileError(f"malformed task file {path}: {err}") from None
     count = len(arrays["status"])
-    if arrays["status"].shape != (count, C.N_MAX) or arrays["etype"].shape != (count, C.N_MAX, C.N_MAX):
+    if arrays["status"].shape != (count, config.N_MAX) \
+            or arrays["etype"].shape != (count, config.N_MAX, config.N_MAX):
         raise TaskFileError(f"malformed task file {path}: unexpected array shapes")
-    if int((arrays["etype"] >= 0).sum(axis=(1, 2)).max(initial=0)) > C.E_MAX:
-        raise TaskFileError(f"malformed task file {path}: a graph has more than {C.E_MAX} edges")
+    if int((arrays["etype"] >= 0).sum(axis=(1, 2)).max(initial=0)) > config.E_MAX:
+        raise TaskFileError(f"malformed task file {path}: a graph has more than {config.E_MAX} edges")
     if checksum(arrays) != manifest.get("sha256"):
         raise TaskFileError(f"task file {path}: checksum does not match its manifest")
     return arrays, manifest

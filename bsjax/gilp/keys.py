@@ -27,7 +27,7 @@ import numbers
 
 import jax
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 
 # Folded into the episode key before the step index to separate the agent stream (> B_MAX).
 AGENT_STREAM = 0x5A17  # 23063
@@ -37,7 +37,7 @@ def bench_index(bench) -> int:
     """`config.BENCH_ID` of a benchmark given by name, `Bench`, or already as its int id."""
     if isinstance(bench, numbers.Integral):
         return int(bench)
-    return C.BENCH_ID[getattr(bench, "name", bench)]
+    return config.BENCH_ID[getattr(bench, "name", bench)]
 
 
 def episode_key(root: jax.Array, bench, task, seed) -> jax.Array:

@@ -25,14 +25,14 @@ import chex
 import jax
 import numpy as np
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.planners.gate import ABLATIONS, GateFlags
 
 SKELETON_FIELDS = ("validity", "delta", "risk", "value")
-# The prompt renderer's variant names (bsjax.llm.gilp_prompts.VARIANT_FIELDS).
+# The prompt renderer's variant names (bsjax.gilp.llm.prompts.VARIANT_FIELDS).
 _VARIANT_OF_FIELDS = {("validity",): "validity", ("delta",): "delta", ("risk",): "risk",
                       ("value",): "value", SKELETON_FIELDS: "full"}
-_DEFAULTS = C.GilpConfig()
+_DEFAULTS = config.GilpConfig()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,9 +198,9 @@ def _with_thresholds(base: MethodConfig, body: str) -> MethodConfig:
                          f"{', '.join(k for k in values if k in _GATE_KEYS)} would do nothing")
     new = dataclasses.replace(base, name=threshold_name(base.name, values), **values)
     if not 0.0 <= new.tau_low <= new.tau_high <= 1.0 or not 0.0 <= new.rho_th <= 1.0 \
-            or new.max_corrections < 0 or not 1 <= new.skeleton_k <= C.A_MAX:
+            or new.max_corrections < 0 or not 1 <= new.skeleton_k <= config.A_MAX:
         raise ValueError(f"bad method variant {new.name}: need 0 <= tau_low <= tau_high <= 1, "
-                         f"0 <= rho_th <= 1, max_corrections >= 0, 1 <= skeleton_k <= {C.A_MAX}")
+                         f"0 <= rho_th <= 1, max_corrections >= 0, 1 <= skeleton_k <= {config.A_MAX}")
     return new
 
 

@@ -6,7 +6,7 @@ either. Pooling is by episode over benchmarks and seeds (§5). Undefined values 
 atoms, no successes, no belief) are None, so summaries are JSON-serialisable as they are.
 
 Definitions in brief (k = t + 1):
-- SR: fraction of episodes whose last row has `success`; 95% Wilson CI (bsjax.report.stats).
+- SR: fraction of episodes whose last row has `success`; 95% Wilson CI (bsjax.core.stats).
 - HSR: per episode #hallucinated committed atoms / #committed atoms, averaged over episodes with
   >= 1 atom (the rest are counted in `excluded`); CI mean ± 1.96·sd/√n with the sample sd
   (ddof = 1; no CI for n < 2), kept within [0, 1]. HSR_micro pools atoms; HSR_draft is HSR on
@@ -38,9 +38,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from bsjax.gilp import config as C
+from bsjax.core.stats import wilson_interval
+from bsjax.gilp import config
 from bsjax.gilp.events import group_episodes
-from bsjax.report.stats import wilson_interval
 
 Episode = list[dict]
 GPT4O_MINI_PRICE = (0.15, 0.60)  # USD per million tokens in / out (§5.1)
@@ -81,7 +81,7 @@ def hallucinated(atoms, support, status_before) -> list[int]:
             can_change = bool(np.any(np.delete(support[v], int(status_before[v]))))
             flags.append(int(not can_change))
         else:
-            code = s if isinstance(s, (int, np.integer)) else C.STATUS_NAMES.index(s)
+            code = s if isinstance(s, (int, np.integer)) else config.STATUS_NAMES.index(s)
             flags.append(int(not support[v, code]))
     return flags
 
@@ -100,7 +100,7 @@ def sr_by_bucket(data) -> dict[str, dict]:
     """success_rate per oracle-horizon bucket (H <= 3, 4-6, 7-10, > 10)."""
     eps = _episodes(data)
     return {name: success_rate([ep for ep in eps if lo <= ep[0]["H"] <= hi])
-            for name, (lo, hi) in zip(C.HORIZON_BUCKET_NAMES, C.HORIZON_BUCKETS)}
+            for name, (lo, hi) in zip(config.HORIZON_BUCKET_NAMES, config.HORIZON_BUCKETS)}
 
 
 def ood_gap(data) -> float | None:
@@ -336,7 +336,7 @@ def summarise_method(data, price: tuple[float, float] = GPT4O_MINI_PRICE, tau_lo
     eps = _episodes(data)
     sr = success_rate(eps)
     buckets = {name: [ep for ep in eps if lo <= ep[0]["H"] <= hi]
-               for name, (lo, hi) in zip(C.HORIZON_BUCKET_NAMES, C.HORIZON_BUCKETS)}
+               for name, (lo, hi) in zip(config.HORIZON_BUCKET_NAMES, config.HORIZON_BUCKETS)}
     h, hd = hsr(eps), hsr(eps, "draft")
     pe, pe_draft = p_err(eps, k_max), p_err(eps, k_max, level="draft")
     gate = gate_alpha_beta(eps, tau_low)
@@ -363,8 +363,8 @@ def summarise_method(data, price: tuple[float, float] = GPT4O_MINI_PRICE, tau_lo
         "timeouts": sum(bool(ep[-1].get("timeout", False)) for ep in eps),
         "dead_ends": sum(bool(ep[-1]["dead_end"]) for ep in eps),
     }
-    out["sr_h10"] = out["sr_buckets"][C.HORIZON_BUCKET_NAMES[-1]]["sr"]
-    out["hsr_h10"] = out["hsr_buckets"][C.HORIZON_BUCKET_NAMES[-1]]
+    out["sr_h10"] = out["sr_buckets"][config.HORIZON_BUCKET_NAMES[-1]]["sr"]
+    out["hsr_h10"] = out["hsr_buckets"][config.HORIZON_BUCKET_NAMES[-1]]
     ab = None if None in (gate["alpha"], gate["beta"]) else 1.0 - gate["alpha"] * gate["beta"]
     out["prop1_hsr"] = None if ab is None or hd["hsr"] is None else ab * hd["hsr"]
     last = pe_draft[-1]["p"]
@@ -396,18 +396,18 @@ def _breakdown(rows, key, order: Sequence, **kw) -> dict[str, dict[str, dict]]:
 
 def _bucket(ep: Episode) -> str:
     h = ep[0]["H"]
-    return next(name for name, (lo, hi) in zip(C.HORIZON_BUCKET_NAMES, C.HORIZON_BUCKETS)
+    return next(name for name, (lo, hi) in zip(config.HORIZON_BUCKET_NAMES, config.HORIZON_BUCKETS)
                 if lo <= h <= hi)
 
 
 def by_bucket(rows, **kw) -> dict[str, dict[str, dict]]:
     """{method: {bucket: summary}} over the oracle-horizon buckets."""
-    return _breakdown(rows, _bucket, C.HORIZON_BUCKET_NAMES, **kw)
+    return _breakdown(rows, _bucket, config.HORIZON_BUCKET_NAMES, **kw)
 
 
 def by_benchmark(rows, **kw) -> dict[str, dict[str, dict]]:
     """{method: {bench: summary}} (appendix tables)."""
-    return _breakdown(rows, lambda ep: ep[0]["bench"], C.BENCHMARKS, **kw)
+    return _breakdown(rows, lambda ep: ep[0]["bench"], config.BENCHMARKS, **kw)
 
 
 def by_split(rows, **kw) -> dict[str, dict[str, dict]]:

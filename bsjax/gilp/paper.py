@@ -23,14 +23,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import jax
 import numpy as np
 
-from bsjax.gilp import config as C
-from bsjax.gilp import metrics, pipeline
+from bsjax.core import files
+from bsjax.gilp import config, metrics, pipeline
 from bsjax.gilp.methods import METHOD_NAMES, get_method, with_tau_low
 from bsjax.gilp.planners.parametric import ParametricConfig
 from bsjax.gilp.sim.params import params_for
@@ -124,7 +124,7 @@ def table4_runs(out: Path, work: Path, names: Sequence[str], benches: Sequence[s
                 log: Log = lambda line: None) -> dict:
     """Table 4's planner runs: standalone Parametric-WM-MPC and Hybrid-Full with each backbone
     in `names`, under OUT/backbones/NAME (resumed when present); `{name: run summary}`."""
-    from bsjax.harness import gilp as harness
+    from bsjax.gilp import evaluation as harness
     runs = {}
     for name in names:
         log(f"Table 4: planners with {name}")
@@ -177,13 +177,13 @@ def tau_sweep(out: Path, work: Path, benches: Sequence[str], plan: PaperPlan, pa
         for tau, run in zip(plan.tau_lows, runs):
             rows[tau].extend(sim_run.records_to_events(run, "id"))
     sweep = {tau: metrics.summarise_method(r, tau_low=tau) for tau, r in rows.items()}
-    pipeline.atomic_json(path, {str(k): v for k, v in sweep.items()})
+    files.write_json_atomic(path, {str(k): v for k, v in sweep.items()})
     return sweep
 
 
 def result_json(summary: dict, backbones: dict, seconds: float, extra: dict) -> dict:
     """The `--json` document: methods (pooled §6.2 metrics) and backbones (pooled Table 4)."""
-    from bsjax.harness.gilp import method_json
+    from bsjax.gilp.evaluation import method_json
     return {"methods": {m: method_json(s) for m, s in summary["pooled"].items()},
             "backbones": {name: {"trans_acc": row.get("trans_acc"),
                                  "delta_acc": row.get("delta_acc_all"),
@@ -199,12 +199,13 @@ def result_json(summary: dict, backbones: dict, seconds: float, extra: dict) -> 
             "seconds": round(seconds, 1), **extra}
 
 
-def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = C.BENCHMARKS,
+def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = config.BENCHMARKS,
               run_seed: int = 0, params_file: str | Path | None = None, resume: bool = False,
               log: Log = lambda line: None) -> dict:
     """Run the pipeline; returns the result document (also `OUT/result.json`)."""
-    from bsjax.harness import gilp as harness
-    from bsjax.report import gilp_figures, gilp_tables
+    from bsjax.gilp import evaluation as harness
+    from bsjax.gilp.report import figures as gilp_figures
+    from bsjax.gilp.report import tables as gilp_tables
     start = time.perf_counter()
     say = log
     log = lambda line: say(f"[{time.perf_counter() - start:6.0f} s] {line}")  # noqa: E731
@@ -219,7 +220,7 @@ def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = C
             raise ValueError(f"{out} already holds a GILP paper run (use --resume or a new --out)")
         if json.loads(plan_path.read_text()) != plan_doc:
             raise ValueError(f"{out} holds a run with another plan; use a new --out")
-    pipeline.atomic_json(plan_path, plan_doc)
+    files.write_json_atomic(plan_path, plan_doc)
     profile = pipeline.get_profile(plan.profile)
     stages: dict[str, float] = {}
 
@@ -257,7 +258,7 @@ def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = C
         out, work, [n for n in plan.table4_backbones if n != MAIN_BACKBONE], benches, profile,
         params, run_seed=run_seed, planner=plan.planner, log=log)}
     backbones = backbone_table(trained, planner_runs)
-    pipeline.atomic_json(out / "backbones.json", backbones)
+    files.write_json_atomic(out / "backbones.json", backbones)
     stage("table4", tick)
 
     tick = time.perf_counter()
@@ -273,7 +274,7 @@ def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = C
                          {"out": str(out), "profile": plan.profile, "benches": list(benches),
                           "stages": stages, "calibrated": params is not None,
                           "figures": [p.name for p in figures]})
-    pipeline.atomic_json(out / "result.json", result)
+    files.write_json_atomic(out / "result.json", result)
     return result
 
 

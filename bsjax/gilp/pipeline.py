@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 
-from bsjax.gilp import dataset_format as D
+from bsjax.core import files
+from bsjax.gilp import dataset_format
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,21 +61,6 @@ def get_profile(name: str) -> Profile:
     return PROFILES[name]
 
 
-def _atomic_savez(path: Path, arrays: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, **arrays)
-    os.replace(tmp, path)
-
-
-def atomic_json(path: Path, data) -> None:
-    """Write `data` as JSON (numpy scalars as floats) under a temporary name, then rename: a
-    reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=float) + "\n")
-    os.replace(tmp, path)
-
-
 def tasks(work: Path, bench: str, split: str, count: int) -> dict[str, np.ndarray]:
     """The first `count` tasks of a split, generating (and saving) the split when missing or
     too short. Tasks are deterministic per index, so a longer split extends a shorter one."""
@@ -98,10 +83,10 @@ def labelled(work: Path, bench: str, split: str, profile: Profile, count: int,
     # The task count is in the name, so a resized profile never reuses stale transitions.
     path = Path(work) / "data" / f"{bench}_{split}_{profile.name}_n{count}.npz"
     if path.exists():
-        return D.load_npz(path)
+        return dataset_format.load_npz(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = dataset.build(registry.get(bench), tasks(work, bench, split, count), seed=seed)
-    _atomic_savez(path, data)
+    files.write_atomic(path, lambda tmp: np.savez_compressed(tmp, **data), suffix=".tmp.npz")
     return data
 
 
@@ -131,7 +116,8 @@ def train(work: Path, bench: str, backbone: str, profile: Profile, seed: int = 0
     The summary holds the backbone name, benchmark, params, training seconds and steps/s, the
     final losses, and the §3.6 metrics on held-out test transitions (ID, OOD, pooled).
     """
-    from bsjax.gilp import backbone_metrics, dataset, train as train_lib
+    from bsjax.gilp import backbone_metrics, dataset
+    from bsjax.gilp import train as train_lib
     from bsjax.gilp.backbones import canonical_name
     from bsjax.gilp.envs import registry
     backbone = canonical_name(backbone)
@@ -169,7 +155,7 @@ def train(work: Path, bench: str, backbone: str, profile: Profile, seed: int = 0
                "final_train_loss": history[-1]["train_loss"],
                "final_val_loss": history[-1]["val_loss"], "history": history,
                "metrics": metrics, "checkpoint": str(path)}
-    atomic_json(summary_path, summary)
+    files.write_json_atomic(summary_path, summary)
     return summary
 
 

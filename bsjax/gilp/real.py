@@ -1,7 +1,7 @@
 """The real-LLM episode loop of GILP (spec/gilp.md §4.1, §4.2, §4.5–§4.7, §5.1, §6.1, §7 T7).
 
 Host-side, as DESIGN.md's "one turn": per step, the host renders prompts from host copies, calls
-the LLM through `bsjax.llm.gilp_driver`, runs the pure gate functions (`planners.gate`, on the
+the LLM through `bsjax.gilp.llm.driver`, runs the pure gate functions (`planners.gate`, on the
 host's CPU device; both in `real_phases.decide`), and then makes ONE jitted call that executes
 the chosen action in the true environment, scores the next state's candidates with the backbone (Phase 1,
 `planners.skeleton.score_candidates`) and computes the step's small summaries (supports of every
@@ -31,7 +31,6 @@ so that a rerun from the call cache reproduces the events byte for byte).
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
 from collections.abc import Sequence
 
@@ -40,21 +39,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bsjax.gilp import config as C
-from bsjax.gilp import events as E
-from bsjax.gilp import keys as K
+from bsjax.core.llm.call_cache import REFERENCE_PRICE, cost_usd
+from bsjax.gilp import config, events, keys
 from bsjax.gilp.envs import common, registry
+from bsjax.gilp.llm import prompts
+from bsjax.gilp.llm.driver import GilpDriver
 from bsjax.gilp.methods import MethodConfig, get_method
+from bsjax.gilp.planners.skeleton import score_candidates
 from bsjax.gilp.real_phases import decide
 from bsjax.gilp.real_tasks import TaskRef
-from bsjax.gilp.planners.skeleton import score_candidates
 from bsjax.gilp.types import Graph, graph_from_np
-from bsjax.llm import gilp_prompts as P
-from bsjax.llm.call_cache import REFERENCE_PRICE, cost_usd
-from bsjax.llm.gilp_driver import GilpDriver
 
-UNKNOWN = P.UNKNOWN
-WINDOW = P.HISTORY_WINDOW
+UNKNOWN = prompts.UNKNOWN
+WINDOW = prompts.HISTORY_WINDOW
 # Action slots whose support a step computes: the executed action, then every call's action.
 SUPPORT_SLOTS = 6
 NOOP = np.array([-1, 0, -1], np.int32)
@@ -88,7 +85,7 @@ def _valid_if(bench, g: Graph, a, noop) -> jax.Array:
         node = jnp.clip(node, 0, g.status.shape[0] - 1)
         alt = g.replace(status=g.status.at[node].set(s.astype(g.status.dtype)))
         return present & ~noop & bench.valid(alt, a)
-    statuses = jnp.arange(C.N_STATUS)
+    statuses = jnp.arange(config.N_STATUS)
     return jnp.stack([jax.vmap(lambda s: one(a[1], a[1] >= 0, s))(statuses),
                       jax.vmap(lambda s: one(a[2], a[2] >= 0, s))(statuses)])
 
@@ -107,7 +104,7 @@ def _transition(model, bench, g: Graph, root, task, seed, act, noop, call_acts, 
     Returns:
       `(g_next, summary)`: the summary dict is what the host fetches.
     """
-    key = K.env_key(root, bench.name, task, seed, g.t)
+    key = keys.env_key(root, bench.name, task, seed, g.t)
     g_step, info = common.step(bench, key, g, act)
     g_next = common.select_graph(noop, common.advance(g, g), g_step)
     valid = info.valid & ~noop
@@ -115,7 +112,7 @@ def _transition(model, bench, g: Graph, root, task, seed, act, noop, call_acts, 
     d_before = info.dstar_before
     d_after = jnp.where(noop, d_before, info.dstar_after)
     g_succ, _, _ = bench.branches(g, act)
-    noop_support = jax.nn.one_hot(g.status.astype(jnp.int32), C.N_STATUS, dtype=bool)
+    noop_support = jax.nn.one_hot(g.status.astype(jnp.int32), config.N_STATUS, dtype=bool)
     supports = jax.vmap(lambda a, n: jnp.where(n, noop_support, common.support(bench, g, a)))(
         call_acts, call_noop)
     rho_star = jnp.where(noop, 1.0, common.rho_star(bench, g, act))
@@ -135,7 +132,7 @@ def _transition(model, bench, g: Graph, root, task, seed, act, noop, call_acts, 
 # --- host side -----------------------------------------------------------------------------------
 
 def _status_name(code: int) -> str:
-    return C.STATUS_NAMES[code] if 0 <= code < C.N_STATUS else "unknown"
+    return config.STATUS_NAMES[code] if 0 <= code < config.N_STATUS else "unknown"
 
 
 def _atoms_json(atoms) -> list[list]:
@@ -147,7 +144,7 @@ def _flags(atoms, support: np.ndarray, status: np.ndarray) -> list[int]:
     `unknown` atom iff v cannot change at all."""
     out = []
     for v, s in atoms:
-        if s == UNKNOWN or not 0 <= s < C.N_STATUS:
+        if s == UNKNOWN or not 0 <= s < config.N_STATUS:
             others = np.delete(support[v], int(status[v]))
             out.append(int(not others.any()))
         else:
@@ -213,18 +210,18 @@ def live_atoms(logs: Sequence[_StepLog], t: int, status_now: np.ndarray,
 
 
 def _slot_str(bench: str, acts: np.ndarray, slot: int | None) -> str | None:
-    return None if slot is None else P.action_str(bench, acts[slot])
+    return None if slot is None else prompts.action_str(bench, acts[slot])
 
 
 def _context(method: MethodConfig, task: TaskRef, graph: dict, p1: dict, history: list[str],
-             cfg: RealConfig) -> P.PromptContext:
+             cfg: RealConfig) -> prompts.PromptContext:
     skeleton = None
     if method.skeleton:
-        skeleton = P.skeleton_from_arrays(graph, task.bench, p1["acts"], p1["rows"],
+        skeleton = prompts.skeleton_from_arrays(graph, task.bench, p1["acts"], p1["rows"],
                                           p1["p_valid"], p1["value"], p1["risk"],
                                           p1["pred_status"], p1["affected"],
                                           p1["affected_goal"])
-    return P.PromptContext(graph=graph, bench=task.bench, acts=p1["acts"], amask=p1["amask"],
+    return prompts.PromptContext(graph=graph, bench=task.bench, acts=p1["acts"], amask=p1["amask"],
                            history=list(history), skeleton=skeleton,
                            fields=method.variant or "full", fmt=cfg.fmt, rho_th=method.rho_th)
 
@@ -294,7 +291,7 @@ def run_episode(method: MethodConfig | str, task: TaskRef, driver: GilpDriver, m
                 for v, s in committed]
         valid = bool(out["valid"])
         success = bool(out["done"])
-        dead_end = int(out["dstar_after"]) >= C.UNSOLV and not success
+        dead_end = int(out["dstar_after"]) >= config.UNSOLV and not success
         done = success or dead_end or t + 1 >= budget
         wall = time.perf_counter() - start
         if not done and wall > cfg.wall_cap_s:
@@ -320,10 +317,10 @@ def run_episode(method: MethodConfig | str, task: TaskRef, driver: GilpDriver, m
         }
         if cfg.record_wall:
             row["wall_s"] = round(time.perf_counter() - step_start, 4)
-        rows.append(E.validate_row(row))
+        rows.append(events.validate_row(row))
         logs.append(_StepLog(list(committed), halluc_committed, status_after, act, valid,
                              np.asarray(out["valid_if"])))
-        history.append(P.history_line(t, action, valid, committed))
+        history.append(prompts.history_line(t, action, valid, committed))
         graph, p1 = out["obs"], out["phase1"]
         if done:
             break
@@ -335,15 +332,3 @@ def run_episode(method: MethodConfig | str, task: TaskRef, driver: GilpDriver, m
             "usd": cost_usd(delta["tokens_in"], delta["tokens_out"], driver.price),
             "usd_gpt4o_mini": cost_usd(delta["tokens_in"], delta["tokens_out"], REFERENCE_PRICE)}
     return rows, info
-
-
-# --- command line ----------------------------------------------------------------------------------
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m bsjax.gilp.real ...` is `bsjax gilp real ...` (`bsjax.gilp.cli_real`)."""
-    from bsjax.cli import main as bsjax_main
-    return bsjax_main(["gilp", "real", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -10,11 +10,11 @@ import contextlib
 import jax
 import numpy as np
 
+from bsjax.gilp.llm import prompts
+from bsjax.gilp.llm.driver import Correction, GilpDriver, LLMReply, RiskAlert
+from bsjax.gilp.llm.parse import change_mask, imagined_status
 from bsjax.gilp.methods import MethodConfig
 from bsjax.gilp.planners import gate
-from bsjax.llm import gilp_prompts as P
-from bsjax.llm.gilp_driver import Correction, GilpDriver, LLMReply, RiskAlert
-from bsjax.llm.gilp_parse import change_mask, imagined_status
 
 
 @contextlib.contextmanager
@@ -25,7 +25,7 @@ def _on_host():
 
 
 
-def decide(method: MethodConfig, driver: GilpDriver, ctx: P.PromptContext, p1: dict,
+def decide(method: MethodConfig, driver: GilpDriver, ctx: prompts.PromptContext, p1: dict,
            graph: dict, bench) -> dict:
     """One step's LLM phases (2-4) on the host; returns the calls and the committed choice.
 
@@ -68,9 +68,9 @@ def decide(method: MethodConfig, driver: GilpDriver, ctx: P.PromptContext, p1: d
                 pred = p1["pred_status"][slot]
                 lines = gate.discrepancies(imagined_status(status, draft.atoms), pred, s_mask,
                                            p1["changed"][slot])
-                backbone_atoms = P.changes(status, pred, nmask)
+                backbone_atoms = prompts.changes(status, pred, nmask)
                 explain = bench.explain(graph, tuple(int(x) for x in acts[slot]))
-                revised = driver.revise(ctx, Correction(P.action_str(bench.name, acts[slot]),
+                revised = driver.revise(ctx, Correction(prompts.action_str(bench.name, acts[slot]),
                                                         draft.atoms, backbone_atoms, lines,
                                                         explain))
                 calls.append(revised)
@@ -94,9 +94,9 @@ def decide(method: MethodConfig, driver: GilpDriver, ctx: P.PromptContext, p1: d
                 members = [int(a) for a in np.flatnonzero(subset)]
                 members.sort(key=lambda a: (-float(p1["value"][a]), a))
                 if members:
-                    alert = RiskAlert(P.action_str(bench.name, acts[slot]), rho_eff,
+                    alert = RiskAlert(prompts.action_str(bench.name, acts[slot]), rho_eff,
                                       bench.explain(graph, tuple(int(x) for x in acts[slot])),
-                                      members, [(P.action_str(bench.name, acts[a]),
+                                      members, [(prompts.action_str(bench.name, acts[a]),
                                                  float(p1["risk"][a])) for a in members])
                     escalated = driver.escalate(ctx, alert)
                     calls.append(escalated)

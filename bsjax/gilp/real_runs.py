@@ -5,14 +5,14 @@ whole to an `events.jsonl`, a rerun skipping the complete ones (resume), the per
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from bsjax.gilp import events as E
+from bsjax.core import files
+from bsjax.gilp import events
+from bsjax.gilp.llm.driver import GilpDriver
 from bsjax.gilp.methods import MethodConfig, get_method
 from bsjax.gilp.real import RealConfig, TaskRef, run_episode
-from bsjax.llm.gilp_driver import GilpDriver
 
 SIDECAR = "episodes.jsonl"
 
@@ -28,7 +28,7 @@ def complete_keys(path: Path, repair: bool = True) -> set[tuple]:
     for line in lines:
         try:
             row = json.loads(line)
-            parsed.append((line, row, E.episode_key(row)))
+            parsed.append((line, row, events.episode_key(row)))
         except (ValueError, KeyError, TypeError):
             parsed.append((line, None, None))
     by_key: dict[tuple, list[dict]] = {}
@@ -44,9 +44,7 @@ def complete_keys(path: Path, repair: bool = True) -> set[tuple]:
             complete.add(key)
     keep = [line for line, _, key in parsed if key in complete]
     if repair and len(keep) != len(lines):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(line + "\n" for line in keep))
-        os.replace(tmp, path)
+        files.write_text_atomic(path, "".join(line + "\n" for line in keep))
     return complete
 
 
@@ -72,7 +70,7 @@ def run_real(out: str | Path, methods: Sequence[str | MethodConfig], tasks: Sequ
     """
     path = Path(out)
     if path.is_dir() or path.suffix != ".jsonl":
-        path = path / E.EVENTS_FILE
+        path = path / events.EVENTS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     done_keys = complete_keys(path)
     sidecar = path.with_name(SIDECAR)
@@ -86,7 +84,7 @@ def run_real(out: str | Path, methods: Sequence[str | MethodConfig], tasks: Sequ
                 continue
             model = models.get(task.bench) if isinstance(models, Mapping) else models
             rows, info = run_episode(method, task, driver, model, seed, cfg)
-            E.write_events(path, rows, append=True)
+            events.write_events(path, rows, append=True)
             with sidecar.open("a") as f:
                 f.write(json.dumps(info) + "\n")
             done_keys.add(key)
@@ -104,28 +102,11 @@ def read_real_run(events_path: str | Path) -> tuple[list[dict], list[dict]]:
     """`(event rows, sidecar episode rows)` of a real run's `events.jsonl` (a directory means
     its `events.jsonl`); a missing sidecar gives no episode rows."""
     path = Path(events_path)
-    path = path / E.EVENTS_FILE if path.is_dir() else path
+    path = path / events.EVENTS_FILE if path.is_dir() else path
     side_path = path.with_name(SIDECAR)
     side = [json.loads(line) for line in side_path.read_text().splitlines()
             if line.strip()] if side_path.exists() else []
-    return E.read_events(path), side
-
-
-def report_real(out: str | Path) -> dict:
-    """Rebuild a real run's T7 table (`table_7.md|csv`) and `summary.json` from its
-    `events.jsonl` and sidecar, finished episodes only (a run in progress appends whole
-    episodes); returns `{"methods": pooled per method, "by_benchmark": Table 7's input}`.
-    Raises ValueError, writing nothing, when no episode has finished."""
-    from bsjax.gilp.pipeline import atomic_json
-    from bsjax.report import gilp_tables
-    out = Path(out)
-    real = gilp_tables.real_by_benchmark(out / E.EVENTS_FILE)
-    if not real:
-        raise ValueError(f"{out / E.EVENTS_FILE} holds no finished episode")
-    summary = {"methods": real.get("pooled", {}), "by_benchmark": real}
-    gilp_tables.write_table(gilp_tables.table7(real), out)
-    atomic_json(out / "summary.json", summary)
-    return summary
+    return events.read_events(path), side
 
 
 def summarise_real(events_path: str | Path) -> dict[str, dict]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 
 T7_N, T7_H = 20, (3, 8)
 
@@ -39,7 +39,7 @@ class TaskRef:
 
 
 def _task_id(source: str, index: int) -> int:
-    return C.SPLIT_OFFSET["val"] + index if source == "val" else index
+    return config.SPLIT_OFFSET["val"] + index if source == "val" else index
 
 
 def task_refs(bench: str, source: str, arrays: Mapping[str, np.ndarray],
@@ -68,8 +68,8 @@ def t7_tasks(work, bench: str, n: int = T7_N, h_range: tuple[int, int] = T7_H,
     from bsjax.gilp import pipeline
     lo, hi = h_range
     out: list[TaskRef] = []
-    for source, size in (("test_id", pool or C.SPLIT_SIZES["test_id"]),
-                         ("val", val_pool or C.SPLIT_SIZES["val"])):
+    for source, size in (("test_id", pool or config.SPLIT_SIZES["test_id"]),
+                         ("val", val_pool or config.SPLIT_SIZES["val"])):
         if len(out) >= n:
             break
         arrays = pipeline.tasks(Path(work), bench, source, size)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import equinox as eqx
 import jax
@@ -19,11 +19,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from bsjax.gilp import dataset_format as D
+from bsjax.gilp import dataset_format
 from bsjax.gilp.backbones import BackboneOut, ErrorAware, make_backbone
+
 # Checkpoints live in their own module; re-exported here, where training writes them.
-from bsjax.gilp.checkpoints import (CHECKPOINT_FORMAT, checkpoint_meta,  # noqa: F401
-                                    load_checkpoint, save_checkpoint)
+from bsjax.gilp.checkpoints import CHECKPOINT_FORMAT, checkpoint_meta, load_checkpoint, save_checkpoint  # noqa: F401
 from bsjax.gilp.features import DecodeFn, expected_next_status, graph_inputs, with_soft_status
 
 # Loss weights (spec §3.3) and ErrorAware's extra weights (spec §3.4).
@@ -53,7 +53,7 @@ class TrainConfig:
     window_batch: int = 32
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def make_optimizer(learning_rate: float = 1e-3, clip_norm: float = 1.0) -> optax.GradientTransformation:
     """`chain(clip_by_global_norm, adam)`; cached, so the jitted step sees the same static object
     (a fresh one would retrace)."""
@@ -66,7 +66,7 @@ def make_optimizer(learning_rate: float = 1e-3, clip_norm: float = 1.0) -> optax
 
 def batch_forward(model: eqx.Module, batch: dict) -> tuple[BackboneOut, jax.Array]:
     """Outputs `[B, ...]` for a batch of (graph, action) samples and the `[B, N, N]` adjacency."""
-    inputs = jax.vmap(graph_inputs)(D.graph_from_batch(batch))
+    inputs = jax.vmap(graph_inputs)(dataset_format.graph_from_batch(batch))
     return jax.vmap(model)(inputs, batch["action"]), inputs.adj
 
 
@@ -161,7 +161,7 @@ def consistency_loss(model: eqx.Module, windows: dict, decode: DecodeFn) -> jax.
     logged graph of the step being decoded (bsjax choice: a decode table needs a hard current
     status). Returns the mean over windows of CE(t+1) + CE(t+2); gradients flow through x̃.
     """
-    graphs = D.graph_from_batch(windows)
+    graphs = dataset_format.graph_from_batch(windows)
 
     def one_window(graph, actions, deltas):
         step = lambda t: jax.tree_util.tree_map(lambda leaf: leaf[t], graph)  # noqa: E731
@@ -285,9 +285,9 @@ def _dataset_sums(model: eqx.Module, data: dict, batch_index: jax.Array, batch_m
 def dataset_loss(model: eqx.Module, data: dict, batch_size: int = 128) -> float:
     """The §3.3 loss averaged over every sample of a dataset (the per-epoch validation loss);
     `data` may be host or device arrays (one device scan over its batches)."""
-    batches = list(D.padded_batches(D.validate(data), batch_size))
+    batches = list(dataset_format.padded_batches(dataset_format.validate(data), batch_size))
     on_device = all(isinstance(v, jax.Array) for v in data.values())
-    total, count = _dataset_sums(model, data if on_device else D.to_device(data),
+    total, count = _dataset_sums(model, data if on_device else dataset_format.to_device(data),
                                  jnp.asarray(np.stack([i for i, _ in batches]), jnp.int32),
                                  jnp.asarray(np.stack([m for _, m in batches])))
     return float(total) / max(float(count), 1.0)
@@ -320,25 +320,25 @@ def fit(model: eqx.Module, train_data: dict, val_data: dict | None = None, *,
     Returns:
       `(model, history)`, one dict per epoch: epoch, train_loss, val_loss, seconds, steps.
     """
-    n = D.validate(train_data)
+    n = dataset_format.validate(train_data)
     epoch_fn = train_epoch_jit if epoch_fn is None else epoch_fn
     use_windows = isinstance(model, ErrorAware) and windows is not None
     if use_windows:
         if decode is None:
             raise ValueError("ErrorAware's consistency windows need the benchmark's decode")
-        n_windows = D.validate_windows(windows)
+        n_windows = dataset_format.validate_windows(windows)
     optim, opt_state = init_optimizer(model, config)
     # `to_device` keeps the known fields only, with the table's dtypes.
-    device_data = D.to_device(train_data)
-    device_windows = D.to_device(windows) if use_windows else None
-    device_val = D.to_device(val_data) if val_data is not None else None
+    device_data = dataset_format.to_device(train_data)
+    device_windows = dataset_format.to_device(windows) if use_windows else None
+    device_val = dataset_format.to_device(val_data) if val_data is not None else None
     history = []
     for epoch in range(config.epochs):
         start = time.perf_counter()
         rng = np.random.default_rng(config.seed * 1000 + epoch)
         order = rng.permutation(n)
         window_order = rng.permutation(n_windows) if use_windows else None
-        batches = list(D.padded_batches(n, config.batch_size, order))
+        batches = list(dataset_format.padded_batches(n, config.batch_size, order))
         batch_index = np.stack([index for index, _ in batches]).astype(np.int32)
         batch_mask = np.stack([mask for _, mask in batches])
         window_index = None
@@ -374,5 +374,5 @@ def train_backbone(name: str, benchmark: str, train_data: dict, val_data: dict |
                          decode=decode, log=log)
     if path is not None:
         save_checkpoint(path, model, benchmark=benchmark, seed=config.seed, epoch=config.epochs,
-                        data_checksum=D.checksum(train_data))
+                        data_checksum=dataset_format.checksum(train_data))
     return model, history

@@ -8,7 +8,7 @@ import chex
 import jax.numpy as jnp
 import numpy as np
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 
 
 @chex.dataclass(frozen=True)
@@ -67,16 +67,16 @@ class StepInfo(NamedTuple):
     delta: chex.Array
 
 
-def empty_graph_np(n_max: int = C.N_MAX) -> dict[str, np.ndarray]:
+def empty_graph_np(n_max: int = config.N_MAX) -> dict[str, np.ndarray]:
     """Host-side padded arrays of an empty task, for generators to fill in."""
     return {
         "status": np.zeros(n_max, np.int8),
         "ntype": np.zeros(n_max, np.int8),
         "goal": np.zeros(n_max, bool),
-        "attr": np.zeros((n_max, C.N_ATTR), np.float32),
-        "etype": np.full((n_max, n_max), C.NO_EDGE, np.int8),
+        "attr": np.zeros((n_max, config.N_ATTR), np.float32),
+        "etype": np.full((n_max, n_max), config.NO_EDGE, np.int8),
         "anc": np.zeros((n_max, n_max), bool),
-        "hidden": np.zeros((n_max, C.N_HIDDEN), np.int8),
+        "hidden": np.zeros((n_max, config.N_HIDDEN), np.int8),
         "nmask": np.zeros(n_max, bool),
         "t": np.int32(0),
         "budget": np.int32(0),
@@ -109,7 +109,7 @@ def graph_to_np(graph: Graph) -> dict[str, np.ndarray]:
 
 
 def ancestor_closure_np(etype: np.ndarray, nmask: np.ndarray,
-                        edge_types: tuple[int, ...] = C.STRUCTURAL_EDGE_TYPES) -> np.ndarray:
+                        edge_types: tuple[int, ...] = config.STRUCTURAL_EDGE_TYPES) -> np.ndarray:
     """`anc[u, v]`: u reaches v over the given edge types, or u == v (real nodes only). Host-side.
 
     N boolean matrix products, as the generator precomputes it (spec §8).

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import jax
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.sim import calibrate as cal
 from bsjax.gilp.sim import search
 from bsjax.gilp.sim.params import load_params
@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     base = load_params(args.params)
     probes = json.loads(args.probes)
-    tasks = cal._val_tasks(Path(args.work), list(C.BENCHMARKS), args.tasks)
+    tasks = cal._val_tasks(Path(args.work), list(config.BENCHMARKS), args.tasks)
     setup = cal.SimSetup(tasks=tasks, models={}, seeds=tuple(range(args.seeds)),
                          root_key=jax.random.key(args.run_seed))
     objective = cal.agent_objective(setup)  # the objective `gilp calibrate` fits in stage 1

@@ -20,10 +20,11 @@ import sys
 import time
 from pathlib import Path
 
-from bsjax.gilp import config as C
-from bsjax.gilp import paper, pipeline
+from bsjax.core import files
+from bsjax.gilp import config, paper, pipeline
+from bsjax.gilp.report import figures as gilp_figures
+from bsjax.gilp.report import tables as gilp_tables
 from bsjax.gilp.sim.params import load_params
-from bsjax.report import gilp_figures, gilp_tables
 
 
 def main(argv=None) -> int:
@@ -46,7 +47,7 @@ def main(argv=None) -> int:
             print(f"table4.py: error: no finished backbone run under {out}/backbones/",
                   file=sys.stderr)
             return 2
-    benches = list(C.BENCHMARKS)
+    benches = list(config.BENCHMARKS)
     params = {b: load_params(args.params, b) for b in benches}
     plan = paper.PaperPlan(profile.name, tuple(names), tuple(names), None, (), 0, 0)
     log = lambda line: print(f"[{time.perf_counter() - start:6.0f} s] {line}",  # noqa: E731
@@ -59,7 +60,7 @@ def main(argv=None) -> int:
         runs = paper.table4_runs(out, work, names, benches, profile, params, seeds=args.seeds,
                                  log=log)
     backbones = paper.backbone_table(trained, runs)
-    pipeline.atomic_json(out / "backbones.json", backbones)
+    files.write_json_atomic(out / "backbones.json", backbones)
     gilp_tables.write_table(gilp_tables.table4(backbones), out)
     gilp_figures.f4_backbones(backbones, out / gilp_figures.FILES["f4"])
     log(f"wrote {out}/table_4.md and {gilp_figures.FILES['f4']}")

@@ -17,10 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-from bsjax.gilp import config as C
-from bsjax.gilp import paper
+from bsjax.gilp import config, paper
+from bsjax.gilp.report import tables
 from bsjax.gilp.sim.params import load_params
-from bsjax.report import gilp_tables
 
 
 def main(argv=None) -> int:
@@ -33,7 +32,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    benches = list(C.BENCHMARKS)
+    benches = list(config.BENCHMARKS)
     params = {b: load_params(args.params, b) for b in benches}
     plan = dataclasses.replace(paper.get_plan("full"), sweep_seeds=args.seeds,
                                sweep_tasks=args.tasks)
@@ -50,7 +49,7 @@ def main(argv=None) -> int:
         return 2
     sweep = paper.tau_sweep(out, Path(args.work), benches, plan, params, 0, log)
     settings_path.write_text(json.dumps(settings) + "\n")
-    gilp_tables.write_table(gilp_tables.table5b(sweep), out)
+    tables.write_table(tables.table5b(sweep), out)
     log(f"wrote {out}/tau_sweep.json and table_5b.md")
     return 0
 

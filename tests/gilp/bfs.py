@@ -8,14 +8,14 @@ import functools
 import jax
 import numpy as np
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.envs import common
 from bsjax.gilp.types import Graph
 
 _STATE_FIELDS = ("status", "etype", "hidden", "attr")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _successors_fn(bench: common.Bench):
     def successors(g: Graph):
         acts, amask = bench.candidates(g)
@@ -49,4 +49,4 @@ def bfs_distance(bench: common.Bench, g: Graph, limit: int = 40) -> int:
         if not next_frontier:
             break
         frontier = next_frontier
-    return C.UNSOLV
+    return config.UNSOLV

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import functools
-from typing import Callable, Iterable, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bsjax.gilp import config as C
-from bsjax.gilp import generate
+from bsjax.gilp import config, generate
 from bsjax.gilp.envs import common
 from bsjax.gilp.types import Graph, graph_from_np, graph_to_np
 
@@ -34,7 +34,7 @@ class Jitted(NamedTuple):
     all_decodable: Callable     # both branches of every candidate decode from their directions
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def jitted(bench: common.Bench) -> Jitted:
     """The jitted functions of `bench` (cached, so each compiles once per test session)."""
 
@@ -126,10 +126,10 @@ def assert_decodes_branches_and_any_direction(bench: common.Bench, g: Graph, a: 
     for nxt in (g_succ, g_fail):
         direction = common.direction(g.status, nxt.status)
         np.testing.assert_array_equal(J.decode(g, a, direction), nxt.status)
-    full_dirs = np.zeros(C.N_MAX, np.int8)
+    full_dirs = np.zeros(config.N_MAX, np.int8)
     full_dirs[:len(dirs)] = dirs
     decoded = np.asarray(J.decode(g, a, jnp.asarray(full_dirs)))
-    assert ((decoded >= 0) & (decoded < C.N_STATUS)).all()
+    assert ((decoded >= 0) & (decoded < config.N_STATUS)).all()
     np.testing.assert_array_equal(decoded[full_dirs == 0], np.asarray(g.status)[full_dirs == 0])
 
 
@@ -145,7 +145,7 @@ def assert_generator_deterministic_and_in_range(bench: common.Bench, val_tasks, 
         lo, hi = generate.split_range(bench.name, split)
         for task in tasks:
             assert lo <= int(task["horizon"]) <= hi
-            assert int(task["budget"]) == C.step_budget(int(task["horizon"]))
+            assert int(task["budget"]) == config.step_budget(int(task["horizon"]))
             assert int(J.dstar(graph_from_np(task))) == int(task["horizon"])
     _, m1 = generate.generate_split(bench.name, "test_id", count=3)
     a2, m2 = generate.generate_split(bench.name, "test_id", count=3)
@@ -159,7 +159,7 @@ def assert_padding_and_permutation_invariance(bench: common.Bench, tasks, stride
     J = jitted(bench)
     rng = np.random.default_rng(seed)
     for task in tasks:
-        perm = rng.permutation(C.N_MAX)
+        perm = rng.permutation(config.N_MAX)
         g, h = graph_from_np(task), graph_from_np(permute(task, perm))
         assert int(J.dstar(g)) == int(J.dstar(h))
         acts, amask = J.candidates(g)
@@ -178,15 +178,15 @@ def assert_jit_vmap_over_candidates(bench: common.Bench, task: dict) -> None:
     g = graph_from_np(task)
     acts, amask = jitted(bench).candidates(g)
     with jax.debug_key_reuse(True):
-        keys = jax.random.split(jax.random.key(2), C.A_MAX)
+        keys = jax.random.split(jax.random.key(2), config.A_MAX)
         ok, (g_succ, g_fail, q), (g_next, failed), support = jax.jit(lambda g, acts, keys: (
             jax.vmap(bench.valid, (None, 0))(g, acts),
             jax.vmap(bench.branches, (None, 0))(g, acts),
             jax.vmap(bench.sample, (0, None, 0))(keys, g, acts),
             jax.vmap(lambda a: common.support(bench, g, a))(acts)))(g, acts, keys)
-    chex.assert_shape([ok, q, failed], (C.A_MAX,))
-    chex.assert_shape([g_succ.status, g_fail.status, g_next.status], (C.A_MAX, C.N_MAX))
-    chex.assert_shape(support, (C.A_MAX, C.N_MAX, C.N_STATUS))
+    chex.assert_shape([ok, q, failed], (config.A_MAX,))
+    chex.assert_shape([g_succ.status, g_fail.status, g_next.status], (config.A_MAX, config.N_MAX))
+    chex.assert_shape(support, (config.A_MAX, config.N_MAX, config.N_STATUS))
     assert np.asarray(ok)[~np.asarray(amask)].sum() == 0
     assert np.asarray(support).sum(-1).min() >= 1
 

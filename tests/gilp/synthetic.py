@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from bsjax.gilp import config as C
-from bsjax.gilp import types
+from bsjax.gilp import config, types
 from bsjax.gilp.envs.common import decode_table, decode_with_table, roles_of
 
 # A decode table for the toy rule: kind 0 moves arg1 PENDING -> ACTIVE; the rest uses the ladder.
-TOY_TABLE = decode_table([(0, C.ROLE_ARG1, C.PENDING, +1, C.ACTIVE),
-                          (1, C.ROLE_ARG1, C.PENDING, +1, C.SKIPPED)])
+TOY_TABLE = decode_table([(0, config.ROLE_ARG1, config.PENDING, +1, config.ACTIVE),
+                          (1, config.ROLE_ARG1, config.PENDING, +1, config.SKIPPED)])
 
 
 def toy_decode(g, a, dirs):
@@ -23,19 +22,19 @@ def toy_decode(g, a, dirs):
     return decode_with_table(TOY_TABLE, g.status, roles_of(a, g.status.shape[0]), a[0], dirs)
 
 
-def random_graph_np(rng: np.random.Generator, n_real: int, n_max: int = C.N_MAX,
+def random_graph_np(rng: np.random.Generator, n_real: int, n_max: int = config.N_MAX,
                     edge_p: float = 0.3) -> dict[str, np.ndarray]:
     """A graph with real nodes 0..n_real-1, random statuses, types, goals, attrs and a DAG."""
     g = types.empty_graph_np(n_max)
     g["nmask"][:n_real] = True
-    g["status"][:n_real] = rng.integers(0, C.N_STATUS, n_real)
+    g["status"][:n_real] = rng.integers(0, config.N_STATUS, n_real)
     g["ntype"][:n_real] = rng.integers(0, 5, n_real)
     g["goal"][:n_real] = rng.random(n_real) < 0.4
-    g["attr"][:n_real] = rng.random((n_real, C.N_ATTR)).astype(np.float32)
+    g["attr"][:n_real] = rng.random((n_real, config.N_ATTR)).astype(np.float32)
     for u in range(n_real):
         for v in range(u + 1, n_real):
             if rng.random() < edge_p:
-                g["etype"][u, v] = rng.integers(0, C.N_EDGE_TYPES)
+                g["etype"][u, v] = rng.integers(0, config.N_EDGE_TYPES)
     g["anc"] = types.ancestor_closure_np(g["etype"], g["nmask"])
     g["budget"], g["horizon"] = np.int32(10), np.int32(5)
     return g
@@ -52,19 +51,19 @@ def random_action(rng: np.random.Generator, n_real: int) -> np.ndarray:
 def toy_labels(g: dict, action: np.ndarray) -> dict:
     """The toy rule's labels in the `dataset_format` layout."""
     kind, i = int(action[0]), int(action[1])
-    valid = bool(g["status"][i] == C.PENDING)
+    valid = bool(g["status"][i] == config.PENDING)
     delta = np.zeros_like(g["status"])
     next_status = g["status"].copy()
     if valid:
         delta[i] = 1
-        next_status[i] = C.ACTIVE if kind == 0 else (C.SKIPPED if kind == 1 else C.COMPLETED)
-    done = bool(np.all(~g["goal"] | (next_status == C.COMPLETED)))
+        next_status[i] = config.ACTIVE if kind == 0 else (config.SKIPPED if kind == 1 else config.COMPLETED)
+    done = bool(np.all(~g["goal"] | (next_status == config.COMPLETED)))
     return {"valid": valid, "delta": delta, "reward": np.float32(0.1 if valid else -0.05),
             "done": done, "risk": np.float32(0.0 if valid else 1.0),
             "value": np.float32(0.3 if valid else -0.1), "next_status": next_status}
 
 
-def toy_dataset(seed: int, n_samples: int, n_max: int = C.N_MAX) -> dict[str, np.ndarray]:
+def toy_dataset(seed: int, n_samples: int, n_max: int = config.N_MAX) -> dict[str, np.ndarray]:
     """`n_samples` labelled toy samples stacked in the `dataset_format` layout."""
     rng = np.random.default_rng(seed)
     rows = []
@@ -76,7 +75,7 @@ def toy_dataset(seed: int, n_samples: int, n_max: int = C.N_MAX) -> dict[str, np
     return {name: np.stack([np.asarray(row[name]) for row in rows]) for name in rows[0]}
 
 
-def toy_windows(seed: int, n_windows: int, n_max: int = C.N_MAX) -> dict[str, np.ndarray]:
+def toy_windows(seed: int, n_windows: int, n_max: int = config.N_MAX) -> dict[str, np.ndarray]:
     """`[W, 3, ...]` windows: three labelled steps on one graph, each applying the toy rule."""
     rng = np.random.default_rng(seed)
     windows = []

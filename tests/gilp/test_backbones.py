@@ -10,11 +10,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bsjax.gilp import config as C
-from bsjax.gilp import features as F
-from bsjax.gilp import types
-from bsjax.gilp.backbones import (BACKBONE_NAMES, SPEC_PARAMS, BackboneOut, backbone_name,
-                                  count_params, make_backbone)
+from bsjax.gilp import config, features, types
+from bsjax.gilp.backbones import (
+    BACKBONE_NAMES,
+    SPEC_PARAMS,
+    BackboneOut,
+    backbone_name,
+    count_params,
+    make_backbone,
+)
 from bsjax.gilp.backbones.layers import Dense
 from gilp.synthetic import random_graph_np, toy_decode
 
@@ -28,33 +32,33 @@ def hand_graph() -> dict[str, np.ndarray]:
     """
     g = types.empty_graph_np()
     g["nmask"][:4] = True
-    g["status"][:4] = [C.PENDING, C.ACTIVE, C.COMPLETED, C.FAILED]
-    g["ntype"][:4] = [C.SUBTASK, C.TOOL, C.RESOURCE, C.JOB]
+    g["status"][:4] = [config.PENDING, config.ACTIVE, config.COMPLETED, config.FAILED]
+    g["ntype"][:4] = [config.SUBTASK, config.TOOL, config.RESOURCE, config.JOB]
     g["goal"][3] = True
     g["attr"][:4] = np.arange(32, dtype=np.float32).reshape(4, 8) / 10
-    g["etype"][0, 1] = C.DEPENDS_ON
-    g["etype"][1, 2] = C.DEPENDS_ON
-    g["etype"][0, 2] = C.PROPAGATES
-    g["etype"][3, 0] = C.CAN_SERVE
+    g["etype"][0, 1] = config.DEPENDS_ON
+    g["etype"][1, 2] = config.DEPENDS_ON
+    g["etype"][0, 2] = config.PROPAGATES
+    g["etype"][3, 0] = config.CAN_SERVE
     g["hidden"][:4] = 1
     return g
 
 
 def test_feature_layout_on_hand_graph():
     g = types.graph_from_np(hand_graph())
-    x = np.asarray(F.node_features(g, jnp.array([1, 2, -1], jnp.int32)))
-    assert x.shape == (C.N_MAX, F.N_FEATURES) == (24, 40) and x.dtype == np.float32
+    x = np.asarray(features.node_features(g, jnp.array([1, 2, -1], jnp.int32)))
+    assert x.shape == (config.N_MAX, features.N_FEATURES) == (24, 40) and x.dtype == np.float32
     np.testing.assert_array_equal(x[:4, 0:5], np.eye(5)[[0, 1, 2, 3]])            # status
     np.testing.assert_array_equal(x[:4, 5:10], np.eye(5)[[0, 1, 2, 3]])           # node type
     np.testing.assert_array_equal(x[:4, 10], [0, 0, 0, 1])                         # goal
     np.testing.assert_allclose(x[:4, 11:19], np.arange(32).reshape(4, 8) / 10)     # attributes
     incoming, outgoing = x[:4, 19:27] * 4, x[:4, 27:35] * 4
     expect_in = np.zeros((4, 8))
-    expect_in[1, C.DEPENDS_ON] = expect_in[2, C.DEPENDS_ON] = expect_in[2, C.PROPAGATES] = 1
-    expect_in[0, C.CAN_SERVE] = 1
+    expect_in[1, config.DEPENDS_ON] = expect_in[2, config.DEPENDS_ON] = expect_in[2, config.PROPAGATES] = 1
+    expect_in[0, config.CAN_SERVE] = 1
     expect_out = np.zeros((4, 8))
-    expect_out[0, C.DEPENDS_ON] = expect_out[1, C.DEPENDS_ON] = expect_out[0, C.PROPAGATES] = 1
-    expect_out[3, C.CAN_SERVE] = 1
+    expect_out[0, config.DEPENDS_ON] = expect_out[1, config.DEPENDS_ON] = expect_out[0, config.PROPAGATES] = 1
+    expect_out[3, config.CAN_SERVE] = 1
     np.testing.assert_array_equal(incoming, expect_in)
     np.testing.assert_array_equal(outgoing, expect_out)
     np.testing.assert_array_equal(x[:4, 35:38], np.tile([0, 1, 0], (4, 1)))       # kind broadcast
@@ -62,16 +66,16 @@ def test_feature_layout_on_hand_graph():
     np.testing.assert_array_equal(x[:4, 39], [0, 0, 0, 0])                         # is_arg2
     assert not x[4:].any()                                                         # padding zero
 
-    x2 = np.asarray(F.node_features(g, jnp.array([0, 3, 1], jnp.int32)))
+    x2 = np.asarray(features.node_features(g, jnp.array([0, 3, 1], jnp.int32)))
     np.testing.assert_array_equal(x2[:4, 38], [0, 0, 0, 1])
     np.testing.assert_array_equal(x2[:4, 39], [0, 1, 0, 0])
     # A padding action (kind -1) has no kind channel and no argument flags.
-    x3 = np.asarray(F.node_features(g, jnp.array([-1, -1, -1], jnp.int32)))
+    x3 = np.asarray(features.node_features(g, jnp.array([-1, -1, -1], jnp.int32)))
     assert not x3[:, 35:].any()
 
 
 def test_edge_inputs_on_hand_graph():
-    inputs = F.graph_inputs(types.graph_from_np(hand_graph()))
+    inputs = features.graph_inputs(types.graph_from_np(hand_graph()))
     adj = np.asarray(inputs.adj)
     expect = np.zeros((24, 24))
     for u, v in ((0, 1), (1, 2), (0, 2), (3, 0)):
@@ -81,7 +85,7 @@ def test_edge_inputs_on_hand_graph():
     norm = (expect[:4, :4] + np.eye(4)) / np.sqrt(np.outer(degree, degree))
     np.testing.assert_allclose(np.asarray(inputs.adj_norm)[:4, :4], norm, rtol=1e-6)
     assert not np.asarray(inputs.adj_norm)[4:].any() and not np.asarray(inputs.adj_norm)[:, 4:].any()
-    assert int(inputs.etype[0, 2]) == C.PROPAGATES and int(inputs.etype[2, 0]) == C.NO_EDGE
+    assert int(inputs.etype[0, 2]) == config.PROPAGATES and int(inputs.etype[2, 0]) == config.NO_EDGE
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +130,7 @@ def permuted_padded(g: dict, n_real: int, n_max: int, rng: np.random.Generator):
     out["status"][:] = rng.integers(0, 5, n_max)
     out["ntype"][:] = rng.integers(0, 5, n_max)
     out["goal"][:] = rng.random(n_max) < 0.5
-    out["attr"][:] = rng.random((n_max, C.N_ATTR))
+    out["attr"][:] = rng.random((n_max, config.N_ATTR))
     for name in ("status", "ntype", "goal", "attr", "hidden", "nmask"):
         out[name][ids] = g[name][:n_real]
     out["etype"][np.ix_(ids, ids)] = g["etype"][:n_real, :n_real]
@@ -149,17 +153,17 @@ def score(model, inputs, acts):
 def test_padding_permutation_and_hidden_invariance(models, name):
     model, rng, n_real = models[name], np.random.default_rng(7), 7
     g = random_graph_np(rng, n_real, edge_p=0.4)
-    g["etype"][4, 1] = C.ASSIGNED                                   # a back edge, both directions
-    g["etype"][1, 4] = C.PROPAGATES
+    g["etype"][4, 1] = config.ASSIGNED                                   # a back edge, both directions
+    g["etype"][1, 4] = config.PROPAGATES
     acts = np.array([[0, 2, 5], [1, 0, -1], [2, 6, -1], [0, 3, 3], [-1, -1, -1]], np.int32)
-    ref = score(model, F.graph_inputs(types.graph_from_np(g)), jnp.asarray(acts))
+    ref = score(model, features.graph_inputs(types.graph_from_np(g)), jnp.asarray(acts))
     chex.assert_shape(ref.delta_logits, (5, 24, 3))
     chex.assert_tree_all_finite(ref)
 
     for n_max in (24, 32):
         other, ids = permuted_padded(g, n_real, n_max, rng)
         other["hidden"][:] = rng.integers(0, 2, other["hidden"].shape)      # never read
-        out = score(model, F.graph_inputs(types.graph_from_np(other)),
+        out = score(model, features.graph_inputs(types.graph_from_np(other)),
                     jnp.asarray(remap_actions(acts, ids)))
         for field in ("valid_logit", "reward", "done_logit", "risk_logit", "value"):
             np.testing.assert_allclose(getattr(out, field), getattr(ref, field), atol=1e-5,
@@ -176,9 +180,9 @@ def test_hidden_and_anc_never_change_outputs(models):
     acts = jnp.array([[0, 1, -1], [2, 3, 0], [1, 2, -1], [0, 0, 3], [-1, -1, -1]], jnp.int32)
     other = {**g, "hidden": np.random.default_rng(0).integers(-3, 3, g["hidden"].shape),
              "anc": np.ones_like(g["anc"])}
-    for name, model in models.items():
-        a = score(model, F.graph_inputs(types.graph_from_np(g)), acts)
-        b = score(model, F.graph_inputs(types.graph_from_np(other)), acts)
+    for _name, model in models.items():
+        a = score(model, features.graph_inputs(types.graph_from_np(g)), acts)
+        b = score(model, features.graph_inputs(types.graph_from_np(other)), acts)
         chex.assert_trees_all_equal(a, b)
 
 
@@ -192,10 +196,10 @@ def test_vmapped_scorer_traces_once(models):
     rng = np.random.default_rng(3)
     for seed in range(3):
         g = random_graph_np(rng, 5 + seed)
-        acts = jnp.asarray(rng.integers(0, 5, (C.A_MAX, 3)), jnp.int32)
-        out = scorer_jit(models["MPNN"], F.graph_inputs(types.graph_from_np(g)), acts)
+        acts = jnp.asarray(rng.integers(0, 5, (config.A_MAX, 3)), jnp.int32)
+        out = scorer_jit(models["MPNN"], features.graph_inputs(types.graph_from_np(g)), acts)
         assert isinstance(out, BackboneOut)
-        chex.assert_shape(out.valid_logit, (C.A_MAX,))
+        chex.assert_shape(out.valid_logit, (config.A_MAX,))
 
 
 def test_expected_next_status_matches_decode():
@@ -203,11 +207,11 @@ def test_expected_next_status_matches_decode():
     action = jnp.array([0, 0, -1], jnp.int32)
     dirs = jnp.zeros(24, jnp.int32).at[0].set(1).at[3].set(-1)
     decisive = jax.nn.one_hot(dirs + 1, 3) * 50.0
-    expected = F.expected_next_status(toy_decode, g, action, decisive)
+    expected = features.expected_next_status(toy_decode, g, action, decisive)
     np.testing.assert_allclose(expected, jax.nn.one_hot(toy_decode(g, action, dirs), 5), atol=1e-6)
-    uniform = F.expected_next_status(toy_decode, g, action, jnp.zeros((24, 3)))
+    uniform = features.expected_next_status(toy_decode, g, action, jnp.zeros((24, 3)))
     np.testing.assert_allclose(uniform.sum(-1), 1.0, rtol=1e-6)
-    soft = F.with_soft_status(F.graph_inputs(g), uniform)
+    soft = features.with_soft_status(features.graph_inputs(g), uniform)
     np.testing.assert_allclose(soft.node_x[:4, :5], uniform[:4], rtol=1e-6)
     assert not np.asarray(soft.node_x[4:]).any()
 

@@ -11,19 +11,16 @@ import jax
 import numpy as np
 import pytest
 
-from bsjax.gilp import config as C
-from bsjax.gilp import generate
+from bsjax.core.errors import UsageError
+from bsjax.gilp import config, generate
 from bsjax.gilp.cli_calibrate import add_calibrate_parser, cmd_calibrate
 from bsjax.gilp.sim import calibrate as cal
-from bsjax.gilp.sim import calibrate_real
-from bsjax.gilp.sim import residuals, search
-from bsjax.gilp.sim import targets as TG
-from bsjax.gilp.sim import token_model as TM
+from bsjax.gilp.sim import calibrate_real, residuals, search, token_model
+from bsjax.gilp.sim import targets as gilp_targets
 from bsjax.gilp.sim.params import SimParams, load_params
-from bsjax.harness.experiment import UsageError
 
 # J_K with K = 1 keeps the compiled simulator of these tests small.
-CFG = C.GilpConfig(value_horizon=1)
+CFG = config.GilpConfig(value_horizon=1)
 
 
 def _tasks(bench: str, count: int, split: str = "val") -> dict:
@@ -33,18 +30,18 @@ def _tasks(bench: str, count: int, split: str = "val") -> dict:
 # --- token model ----------------------------------------------------------------------------------
 
 def test_token_model_fits_rendered_prompts():
-    samples = TM.render_token_samples("taskgraph", _tasks("taskgraph", 12), 2000, seed=0)
+    samples = token_model.render_token_samples("taskgraph", _tasks("taskgraph", 12), 2000, seed=0)
     assert len(samples) == 2000
     assert set(np.unique(samples.call_type)) == {0, 1, 2, 3}
-    assert samples.n_rows.max() <= TM.MAX_ROWS and samples.history.max() <= 3
-    fit = TM.fit_token_model(samples)
+    assert samples.n_rows.max() <= token_model.MAX_ROWS and samples.history.max() <= 3
+    fit = token_model.fit_token_model(samples)
     assert fit.r2 >= 0.98, fit
     # Longer prompts cost more: a skeleton row and a history line add tokens.
     assert fit.coefs["tok_a_b"] > 0 and fit.coefs["tok_a_w"] > 0
     # A custom tokenizer is used as given (twice the count -> twice the coefficients).
-    double = TM.render_token_samples("taskgraph", _tasks("taskgraph", 12), 50, seed=0,
+    double = token_model.render_token_samples("taskgraph", _tasks("taskgraph", 12), 50, seed=0,
                                      tokenizer=lambda text: len(text) / 2)
-    single = TM.render_token_samples("taskgraph", _tasks("taskgraph", 12), 50, seed=0)
+    single = token_model.render_token_samples("taskgraph", _tasks("taskgraph", 12), 50, seed=0)
     np.testing.assert_allclose(double.tokens, 2 * single.tokens)
 
 
@@ -55,9 +52,9 @@ def _setup(n_tasks: int = 3) -> cal.SimSetup:
                         seeds=(0, 1), root_key=jax.random.key(0), cfg=CFG)
 
 
-def _synthetic_targets(summary: dict) -> list[TG.Target]:
+def _synthetic_targets(summary: dict) -> list[gilp_targets.Target]:
     """Stage-1 rows whose targets are the simulator's own values at known parameters."""
-    rows = TG.agent_targets(summary)
+    rows = gilp_targets.agent_targets(summary)
     return [t for t in rows if t.target is not None]
 
 
@@ -124,7 +121,7 @@ class _Counting:
 
 def _paper_objective() -> cal.StageObjective:
     setup = _setup()  # the episode shapes of the tests above: one compile of the single-set runs
-    targets = cal.drop_empty_buckets(TG.agent_targets(),
+    targets = cal.drop_empty_buckets(gilp_targets.agent_targets(),
                                      np.asarray(setup.tasks["taskgraph"]["horizon"]))
     return cal.stage_objective(setup, ["Agent-Replan"], targets)
 
@@ -215,35 +212,35 @@ def test_journal_keeps_the_evaluation_that_replaced_a_cut_line(tmp_path):
 
 def test_residuals_are_scaled_by_their_band_half_width():
     m = "Agent-Replan"
-    pd = TG.Target(1, m, "pd", 2.0, 2.0)                                   # no band: 0.4 steps
-    sr = TG.Target(1, m, "sr", 0.5, 4.0, band=(0.46, 0.54))               # band +-0.04
-    iar = TG.Target(1, m, "iar", 0.10, 3.0, band=(0.0, 0.30))             # band +-0.15
-    p_err = TG.Target(1, m, "p_err@1", 0.2, 1.0)                           # no band: 0.04
-    assert TG.residual_scale(pd) == TG.PD_SCALE == 0.4
-    assert TG.residual_scale(p_err) == TG.RATE_SCALE == 0.04
-    assert TG.residual_scale(sr) == pytest.approx(0.04)
-    assert TG.residual_scale(iar) == pytest.approx(0.15)
-    assert TG.residual_scale(TG.Target(1, m, "pd", 2.0, 1.0, band=(1.0, 4.0))) == 1.5
+    pd = gilp_targets.Target(1, m, "pd", 2.0, 2.0)                                   # no band: 0.4 steps
+    sr = gilp_targets.Target(1, m, "sr", 0.5, 4.0, band=(0.46, 0.54))               # band +-0.04
+    iar = gilp_targets.Target(1, m, "iar", 0.10, 3.0, band=(0.0, 0.30))             # band +-0.15
+    p_err = gilp_targets.Target(1, m, "p_err@1", 0.2, 1.0)                           # no band: 0.04
+    assert gilp_targets.residual_scale(pd) == gilp_targets.PD_SCALE == 0.4
+    assert gilp_targets.residual_scale(p_err) == gilp_targets.RATE_SCALE == 0.04
+    assert gilp_targets.residual_scale(sr) == pytest.approx(0.04)
+    assert gilp_targets.residual_scale(iar) == pytest.approx(0.15)
+    assert gilp_targets.residual_scale(gilp_targets.Target(1, m, "pd", 2.0, 1.0, band=(1.0, 4.0))) == 1.5
     summary = {"pd": 2.4, "sr": 0.54, "iar": 0.40, "p_err": [{"p": 0.16}]}
     # One band's width off costs `weight` whatever the unit: PD (steps) and SR (a rate) alike.
-    total, rows = TG.evaluate([pd, sr], {m: summary})
+    total, rows = gilp_targets.evaluate([pd, sr], {m: summary})
     assert total == pytest.approx(2.0 + 4.0)
     assert [r["z"] for r in rows] == pytest.approx([1.0, 1.0])
     assert [r["residual"] for r in rows] == pytest.approx([0.4, 0.04])
     assert [r["pass"] for r in rows] == [None, True]
-    total, rows = TG.evaluate([iar, p_err], {m: summary})
+    total, rows = gilp_targets.evaluate([iar, p_err], {m: summary})
     assert total == pytest.approx(3.0 * 2.0 ** 2 + 1.0 * 1.0 ** 2)
     assert [r["z"] for r in rows] == pytest.approx([2.0, -1.0])
     assert rows[0]["pass"] is False
     # An undefined value costs MISSING_PENALTY in the metric's units, i.e. weight/scale^2.
-    total, rows = TG.evaluate([pd, sr, p_err], {m: {"pd": None, "sr": None, "p_err": []}})
-    assert total == pytest.approx(TG.MISSING_PENALTY * (2.0 / 0.4 ** 2 + 4.0 / 0.04 ** 2
+    total, rows = gilp_targets.evaluate([pd, sr, p_err], {m: {"pd": None, "sr": None, "p_err": []}})
+    assert total == pytest.approx(gilp_targets.MISSING_PENALTY * (2.0 / 0.4 ** 2 + 4.0 / 0.04 ** 2
                                                         + 1.0 / 0.04 ** 2))
     assert all(r["value"] is None and r["residual"] is None and r["z"] is None for r in rows)
-    total, _ = TG.evaluate([pd], {})  # the method itself missing
-    assert total == pytest.approx(TG.MISSING_PENALTY * 2.0 / 0.4 ** 2)
+    total, _ = gilp_targets.evaluate([pd], {})  # the method itself missing
+    assert total == pytest.approx(gilp_targets.MISSING_PENALTY * 2.0 / 0.4 ** 2)
     # A weight-0 row is reported (with its z) but costs nothing.
-    total, rows = TG.evaluate([pd._replace(weight=0.0)], {m: summary})
+    total, rows = gilp_targets.evaluate([pd._replace(weight=0.0)], {m: summary})
     assert total == 0.0 and rows[0]["z"] == pytest.approx(1.0)
 
 
@@ -251,11 +248,11 @@ def test_residuals_are_scaled_by_their_band_half_width():
 
 def test_residual_file_has_every_row(tmp_path):
     setup = _setup()  # the same episode shapes as above: one compile
-    targets = cal.drop_empty_buckets(TG.agent_targets(),
+    targets = cal.drop_empty_buckets(gilp_targets.agent_targets(),
                                      np.asarray(setup.tasks["taskgraph"]["horizon"]))
     result = search.fit_stage(1, cal.stage_objective(setup, ["Agent-Replan"], targets), SimParams(),
                            cal.STAGE1_SPACE, sobol=0, nm_evals=0)
-    rows3 = TG.relation_checks(result.summaries)
+    rows3 = gilp_targets.relation_checks(result.summaries)
     tokens = cal.fit_tokens({"taskgraph": setup.tasks["taskgraph"]}, 200)
     doc = residuals.document(SimParams(), tokens, [result], rows3, [], result.summaries,
                         {"benchmarks": ["taskgraph"], "tasks_per_bench": 3, "seeds": 2,
@@ -325,7 +322,7 @@ def test_from_real_refits_stage_one_to_measured_episodes(tmp_path):
     from bsjax.gilp.sim.run import records_to_events, run_simulated
     work, run_dir, out = tmp_path / "work", tmp_path / "real", tmp_path / "cal"
     tasks = pipeline.tasks(work, "taskgraph", "val", 3)
-    ids = [C.SPLIT_OFFSET["val"] + i for i in range(3)]  # real_tasks.TaskRef ids of val tasks
+    ids = [config.SPLIT_OFFSET["val"] + i for i in range(3)]  # real_tasks.TaskRef ids of val tasks
     # "Measured" episodes: the simulator at known parameters, written as a real run would be.
     run = run_simulated("Agent-Replan", registry.get("taskgraph"), None, tasks, (0, 1),
                         jax.random.key(0), SimParams(h0=0.3), CFG, task_ids=ids)
@@ -352,7 +349,7 @@ def test_calibrate_end_to_end_keeps_agent_rows_in_stage_two_and_resumes(tmp_path
     doc = cal.calibrate(out=tmp_path / "out", **kwargs)
     stage2 = [r for r in doc["rows"] if r["stage"] == 2]
     # π is fitted in stage 2 and shared with Agent-Replan: its rows are in stage 2's objective.
-    assert {r["method"] for r in stage2} == {"Agent-Replan", *TG.HYBRIDS}
+    assert {r["method"] for r in stage2} == {"Agent-Replan", *gilp_targets.HYBRIDS}
     assert {"sr", "hsr", "iar"} <= {r["metric"] for r in stage2 if r["method"] == "Agent-Replan"}
     journal = (tmp_path / "out" / cal.JOURNAL_FILE).read_text().splitlines()
     assert len(journal) == 1 + doc["meta"]["stage1"]["evaluations"] + doc["meta"]["stage2"][

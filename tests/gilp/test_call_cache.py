@@ -6,8 +6,7 @@ import threading
 
 import pytest
 
-from bsjax.llm.call_cache import (PRICES, CallCache, Price, approx_tokens, call_key, cost_usd,
-                                  price_of)
+from bsjax.core.llm.call_cache import PRICES, CallCache, Price, approx_tokens, call_key, cost_usd, price_of
 
 MESSAGES = [{"role": "system", "content": "sys"}, {"role": "user", "content": "hello"}]
 OPTIONS = {"temperature": 0.0, "seed": 42, "num_predict": 512}

@@ -12,16 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bsjax.gilp import config as C
-from bsjax.gilp import generate, types
+from bsjax.gilp import config, generate, types
 from bsjax.gilp.envs import common, repairflow
 from bsjax.gilp.envs.repairflow import BENCH, DIAGNOSE, ISOLATE, REPAIR
 from bsjax.gilp.types import graph_from_np, graph_to_np
-
 from gilp import env_checks  # noqa: E402
 from gilp.bfs import bfs_distance  # noqa: E402
 
-P, A, CO, F, S = C.PENDING, C.ACTIVE, C.COMPLETED, C.FAILED, C.SKIPPED
+P, A, CO, F, S = config.PENDING, config.ACTIVE, config.COMPLETED, config.FAILED, config.SKIPPED
 
 J = env_checks.jitted(BENCH)
 
@@ -36,12 +34,12 @@ def build(parents, goals, fault=(), latent=(), diagnosed=(), checked=(), isolate
     n = len(parents)
     arrays = types.empty_graph_np()
     arrays["nmask"][:n] = True
-    arrays["ntype"][:n] = C.COMPONENT
+    arrays["ntype"][:n] = config.COMPONENT
     arrays["goal"][list(goals)] = True
     arrays["attr"][:n, 2] = q
     for v, u in enumerate(parents):
         if u >= 0:
-            arrays["etype"][u, v] = C.PROPAGATES
+            arrays["etype"][u, v] = config.PROPAGATES
     anc = types.ancestor_closure_np(arrays["etype"], arrays["nmask"])
     arrays["anc"] = anc
     hidden = arrays["hidden"]
@@ -116,21 +114,21 @@ def test_rules(fields, action, ok, succ, fail, q):
 def test_hidden_effects():
     woken, _, _ = J.branches(hand(latent=[3]), act(ISOLATE, 1))
     hidden = np.asarray(woken.hidden)
-    assert hidden[3, C.H_FAULT] == 1 and hidden[3, C.H_LATENT] == 0 and hidden[1, C.H_ISOLATED]
+    assert hidden[3, config.H_FAULT] == 1 and hidden[3, config.H_LATENT] == 0 and hidden[1, config.H_ISOLATED]
     repaired, failed, _ = J.branches(hand(diagnosed=[1]), act(REPAIR, 1))
     assert np.asarray(repaired.hidden)[1].tolist() == [0, 0, 0, 1, 0]
     assert np.asarray(failed.hidden)[1].tolist() == [1, 0, 0, 0, 0]
     # A latent fault under a repaired parent stays dormant and is undetectable by diagnose.
     g, _, _ = J.branches(hand(latent=[3]), act(REPAIR, 1))
     g, _, _ = J.branches(g, act(DIAGNOSE, 3))
-    assert g.status[3] == CO and g.hidden[3, C.H_LATENT] == 1
+    assert g.status[3] == CO and g.hidden[3, config.H_LATENT] == 1
 
 
 def test_symptomatic_clears_checked():
     arrays = {name: np.array(value) for name, value in graph_to_np(hand()).items()}
-    arrays["hidden"][2, C.H_CHECKED] = 1   # inconsistent on purpose: a checked symptomatic node
+    arrays["hidden"][2, config.H_CHECKED] = 1   # inconsistent on purpose: a checked symptomatic node
     g_succ, _, _ = J.branches(graph_from_np(arrays), act(DIAGNOSE, 0))
-    assert g_succ.hidden[2, C.H_CHECKED] == 0 and g_succ.status[2] == F
+    assert g_succ.hidden[2, config.H_CHECKED] == 0 and g_succ.status[2] == F
 
 
 @pytest.mark.parametrize("fields, expected, expected_obs", [
@@ -164,7 +162,7 @@ def test_observed_graph_uses_expectation_model():
     assert int(J.dstar(common.observe(g))) == int(J.dstar_obs(g)) == 4 < int(J.dstar(g))
 
 
-def _raw(split, seed, max_nodes=C.N_MAX):
+def _raw(split, seed, max_nodes=config.N_MAX):
     rng = np.random.default_rng(seed)
     while True:
         arrays = BENCH.sample_task(rng, split)
@@ -186,8 +184,8 @@ def expectation_matches(g):
 
 def nested_faults(g):
     hidden, anc = np.asarray(g.hidden), np.asarray(g.anc)
-    live = (hidden[:, C.H_FAULT] > 0) & (hidden[:, C.H_ISOLATED] == 0)
-    below = anc & live[:, None] & live[None, :] & ~np.eye(C.N_MAX, dtype=bool)
+    live = (hidden[:, config.H_FAULT] > 0) & (hidden[:, config.H_ISOLATED] == 0)
+    below = anc & live[:, None] & live[None, :] & ~np.eye(config.N_MAX, dtype=bool)
     return bool(below.any())
 
 
@@ -245,27 +243,27 @@ def test_generator_deterministic_and_well_formed(split):
         task = generate.generate_task("repairflow", split, index)
         assert generate.checksum(task) == generate.checksum(
             generate.generate_task("repairflow", split, index))
-        assert lo <= task["horizon"] <= hi and task["budget"] == C.step_budget(int(task["horizon"]))
+        assert lo <= task["horizon"] <= hi and task["budget"] == config.step_budget(int(task["horizon"]))
         n = int(task["nmask"].sum())
         assert (8 if ood else 6) <= n <= (16 if ood else 12) and task["nmask"][:n].all()
-        edges = task["etype"] == C.PROPAGATES
+        edges = task["etype"] == config.PROPAGATES
         assert (edges.sum(axis=0) <= 1).all()                       # a forest
         assert (task["attr"][:n, 1] == ~edges[:n].any(axis=1)).all()  # is_leaf
-        assert set(np.unique(task["etype"])) <= {C.NO_EDGE, C.PROPAGATES}
+        assert set(np.unique(task["etype"])) <= {config.NO_EDGE, config.PROPAGATES}
         assert task["attr"][:n, 0].max() <= (1.0 if ood else 4 / 6) + 1e-6
         assert np.allclose(task["attr"][:n, 2], 0.15 if ood else 0.10)
         goals = int(task["goal"].sum())
         assert (3 if ood else 2) <= goals <= (6 if ood else 5)
         hidden = task["hidden"]
-        assert not hidden[n:].any() and not hidden[:, [C.H_DIAGNOSED, C.H_ISOLATED]].any()
-        faults = int(hidden[:, C.H_FAULT].sum())
+        assert not hidden[n:].any() and not hidden[:, [config.H_DIAGNOSED, config.H_ISOLATED]].any()
+        faults = int(hidden[:, config.H_FAULT].sum())
         assert 1 <= faults <= (4 if ood else 3)
         g = graph_from_np(task)
         assert not nested_faults(g)
-        latent = np.flatnonzero(hidden[:, C.H_LATENT])
+        latent = np.flatnonzero(hidden[:, config.H_LATENT])
         assert len(latent) <= (2 if ood else 0)
         for v in latent:   # latent faults sit on children of active faults
-            assert hidden[np.flatnonzero(edges[:, v]), C.H_FAULT].all()
+            assert hidden[np.flatnonzero(edges[:, v]), config.H_FAULT].all()
         # Statuses are the derived ones.
         settled = repairflow._settle(g, *repairflow._fields(g.hidden))
         assert (np.asarray(settled.status) == task["status"]).all()

@@ -12,16 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bsjax.gilp import config as C
-from bsjax.gilp import generate, types
+from bsjax.gilp import config, generate, types
 from bsjax.gilp.envs import common
 from bsjax.gilp.envs.resourcealloc import ASSIGN, BENCH, ESCALATE, RELEASE
 from bsjax.gilp.types import graph_from_np, graph_to_np
-
 from gilp import env_checks  # noqa: E402
 from gilp.bfs import bfs_distance  # noqa: E402
 
-P, A, CO, F = C.PENDING, C.ACTIVE, C.COMPLETED, C.FAILED
+P, A, CO, F = config.PENDING, config.ACTIVE, config.COMPLETED, config.FAILED
 
 J = env_checks.jitted(BENCH)
 
@@ -37,16 +35,16 @@ def build(caps, jobs, down=(), p_fail=0.05):
     n_res = len(caps) + 1
     n = n_res + len(jobs)
     arrays["nmask"][:n] = True
-    arrays["ntype"][:n_res] = C.RESOURCE
-    arrays["ntype"][n_res:n] = C.JOB
+    arrays["ntype"][:n_res] = config.RESOURCE
+    arrays["ntype"][n_res:n] = config.JOB
     arrays["attr"][:n_res, 0] = np.append(caps, 1) / 3
     arrays["attr"][n_res - 1, 2] = 1.0
     arrays["attr"][:n_res, 3] = p_fail
     for k, (home, status, goal) in enumerate(jobs):
         arrays["status"][n_res + k] = status
         arrays["goal"][n_res + k] = goal
-        arrays["etype"][home, n_res + k] = C.ASSIGNED if status == A else C.CAN_SERVE
-    load = (arrays["etype"] == C.ASSIGNED).sum(axis=1)
+        arrays["etype"][home, n_res + k] = config.ASSIGNED if status == A else config.CAN_SERVE
+    load = (arrays["etype"] == config.ASSIGNED).sum(axis=1)
     arrays["attr"][:n_res, 1] = load[:n_res] / 3
     arrays["status"][:n_res] = np.where(load[:n_res] > 0, A, P)
     arrays["status"][list(down)] = F
@@ -100,7 +98,7 @@ def test_assign_branch():
     g_succ, g_fail, q = J.branches(HAND, act(ASSIGN, 1, 6))
     assert float(q) == 0.0 and (np.asarray(g_succ.status) == np.asarray(g_fail.status)).all()
     assert g_succ.status[6] == A and g_succ.status[1] == A          # idle resource becomes busy
-    assert g_succ.etype[1, 6] == C.ASSIGNED and np.isclose(g_succ.attr[1, 1], 1 / 3)
+    assert g_succ.etype[1, 6] == config.ASSIGNED and np.isclose(g_succ.attr[1, 1], 1 / 3)
     g2, _, _ = J.branches(HAND, act(ASSIGN, 0, 4))
     assert g2.status[0] == A and np.isclose(g2.attr[0, 1], 2 / 3)   # load recomputed
     assert not J.valid(g2, act(ASSIGN, 0, 5))                       # now at capacity
@@ -115,7 +113,7 @@ def test_release_branches_and_q(p_fail, n_jobs):
     for branch, outcome in ((g_succ, CO), (g_fail, F)):
         status, etype = np.asarray(branch.status), np.asarray(branch.etype)
         assert (status[jobs] == outcome).all() and status[2 + n_jobs] == P
-        assert (etype[0, jobs] == C.CAN_SERVE).all() and status[0] == P
+        assert (etype[0, jobs] == config.CAN_SERVE).all() and status[0] == P
         assert branch.attr[0, 1] == 0.0
     assert np.isclose(float(q), 0.271) or n_jobs < 3                  # spec: q(release) <= 0.271
 
@@ -123,8 +121,8 @@ def test_release_branches_and_q(p_fail, n_jobs):
 def test_escalate_moves_home_to_estar():
     g = build([2], [(0, F, True), (0, P, True)])
     g_succ, _, q = J.branches(g, act(ESCALATE, 2))
-    assert g_succ.status[2] == P and g_succ.etype[1, 2] == C.CAN_SERVE
-    assert g_succ.etype[0, 2] == C.NO_EDGE and float(q) == 0.0
+    assert g_succ.status[2] == P and g_succ.etype[1, 2] == config.CAN_SERVE
+    assert g_succ.etype[0, 2] == config.NO_EDGE and float(q) == 0.0
     assert J.valid(g_succ, act(ASSIGN, 1, 2)) and not J.valid(g_succ, act(ASSIGN, 0, 2))
     done = build([2], [(0, CO, True)])
     assert not J.valid(done, act(ESCALATE, 2))
@@ -214,19 +212,19 @@ def test_generator_deterministic_and_well_formed(split):
         assert lo <= task["horizon"] <= hi
         n = int(task["nmask"].sum())
         assert task["nmask"][:n].all() and n <= 19
-        res = task["nmask"] & (task["ntype"] == C.RESOURCE)
-        jobs = task["nmask"] & (task["ntype"] == C.JOB)
+        res = task["nmask"] & (task["ntype"] == config.RESOURCE)
+        jobs = task["nmask"] & (task["ntype"] == config.JOB)
         estar = res & (task["attr"][:, 2] == 1)
         assert estar.sum() == 1 and np.isclose(task["attr"][estar, 0], 1 / 3)
         assert task["status"][estar] != F
-        home = np.isin(task["etype"], (C.CAN_SERVE, C.ASSIGNED))
+        home = np.isin(task["etype"], (config.CAN_SERVE, config.ASSIGNED))
         assert (home.sum(axis=0)[jobs] == 1).all() and not home[:, ~jobs].any()
         assert not home[~res].any() and not home[estar].any()       # jobs start at regular homes
         assert np.allclose(task["attr"][res, 3], 0.10 if split == "test_ood" else 0.05)
         assert task["goal"][jobs].any() and not task["goal"][~jobs].any()
         running = jobs & (task["status"] == A)
         assert not task["goal"][running].any()
-        assert task["budget"] == C.step_budget(int(task["horizon"]))
+        assert task["budget"] == config.step_budget(int(task["horizon"]))
 
 
 def test_generator_spec_parameters():
@@ -237,7 +235,7 @@ def test_generator_spec_parameters():
             arrays = BENCH.sample_task(rng, split)
             if arrays is None:
                 continue
-            seen.add(int(((arrays["ntype"] == C.RESOURCE) & arrays["nmask"]).sum()) - 1)
+            seen.add(int(((arrays["ntype"] == config.RESOURCE) & arrays["nmask"]).sum()) - 1)
     assert id_regular == {2, 3} and ood_regular == {3, 4}
 
 

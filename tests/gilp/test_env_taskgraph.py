@@ -11,21 +11,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bsjax.gilp import config as C
-from bsjax.gilp import types
+from bsjax.gilp import config, types
 from bsjax.gilp.envs import taskgraph
 from bsjax.gilp.envs.taskgraph import BENCH, EXECUTE, RETRY, SKIP
 from bsjax.gilp.types import graph_from_np
-
 from gilp import env_checks  # noqa: E402
 from gilp.bfs import bfs_distance  # noqa: E402
 
-P, A, CO, F, S = C.PENDING, C.ACTIVE, C.COMPLETED, C.FAILED, C.SKIPPED
+P, A, CO, F, S = config.PENDING, config.ACTIVE, config.COMPLETED, config.FAILED, config.SKIPPED
 
 J = env_checks.jitted(BENCH)
 
 
-def build(edges, status, goals, duration, phi, n_max=C.N_MAX):
+def build(edges, status, goals, duration, phi, n_max=config.N_MAX):
     """A hand-built TaskGraph: `edges` are (u, v) depends_on pairs, nodes 0..len(status)-1."""
     arrays = types.empty_graph_np(n_max)
     n = len(status)
@@ -35,7 +33,7 @@ def build(edges, status, goals, duration, phi, n_max=C.N_MAX):
     arrays["attr"][:n, 0] = np.asarray(duration) - 1
     arrays["attr"][:n, 1] = np.asarray(phi) / 2
     for u, v in edges:
-        arrays["etype"][u, v] = C.DEPENDS_ON
+        arrays["etype"][u, v] = config.DEPENDS_ON
     arrays["anc"] = types.ancestor_closure_np(arrays["etype"], arrays["nmask"])
     return arrays
 
@@ -108,8 +106,8 @@ def test_dstar_hand_built():
     assert int(J.dstar(graph_from_np(hand([CO, A, P, S])))) == 1 + 1
     assert int(J.dstar(graph_from_np(hand([CO, F, P, P])))) == 2 + 1          # retry, execute
     assert int(J.dstar(graph_from_np(hand([CO, CO, CO, P])))) == 0
-    assert int(J.dstar(graph_from_np(hand([CO, S, P, P])))) == C.UNSOLV       # required skip
-    assert int(J.dstar(graph_from_np(hand([S, CO, CO, P])))) == C.UNSOLV
+    assert int(J.dstar(graph_from_np(hand([CO, S, P, P])))) == config.UNSOLV       # required skip
+    assert int(J.dstar(graph_from_np(hand([S, CO, CO, P])))) == config.UNSOLV
 
 
 @pytest.mark.parametrize("status", [[P, P, P, P], [CO, F, P, A], [CO, A, P, F], [CO, S, P, P],
@@ -122,7 +120,7 @@ def test_dstar_matches_bfs_hand_built(status):
 def test_candidates_layout():
     g = graph_from_np(hand([P, P, P, P]))
     acts, amask = J.candidates(g)
-    chex.assert_shape(acts, (C.A_MAX, 3))
+    chex.assert_shape(acts, (config.A_MAX, 3))
     acts, amask = np.asarray(acts), np.asarray(amask)
     assert acts.dtype == np.int32 and amask.sum() == 12
     used = acts[amask]
@@ -131,7 +129,7 @@ def test_candidates_layout():
     assert amask[:12].all()                                  # real candidates come first
     # With real nodes scattered among padding the order is still kind-major, then id.
     arrays = hand([P, P, P, P])
-    perm = np.r_[[3, 9, 17, 20], np.setdiff1d(np.arange(C.N_MAX), [3, 9, 17, 20])]
+    perm = np.r_[[3, 9, 17, 20], np.setdiff1d(np.arange(config.N_MAX), [3, 9, 17, 20])]
     h = graph_from_np(env_checks.permute(arrays, perm))
     acts, amask = (np.asarray(x) for x in J.candidates(h))
     np.testing.assert_array_equal(acts[:12], [(k, i, -1) for k in range(3) for i in (3, 9, 17, 20)])
@@ -213,23 +211,23 @@ def test_generator_structure():
             if task is None:
                 continue
             n = int(task["nmask"].sum())
-            assert n <= C.N_MAX and task["nmask"][:n].all() and not task["nmask"][n:].any()
+            assert n <= config.N_MAX and task["nmask"][:n].all() and not task["nmask"][n:].any()
             etype, anc, goal, status = task["etype"], task["anc"], task["goal"], task["status"]
-            assert set(np.unique(etype)) <= {C.NO_EDGE, C.DEPENDS_ON}
-            assert not (anc & anc.T & ~np.eye(C.N_MAX, dtype=bool)).any()     # a DAG
+            assert set(np.unique(etype)) <= {config.NO_EDGE, config.DEPENDS_ON}
+            assert not (anc & anc.T & ~np.eye(config.N_MAX, dtype=bool)).any()     # a DAG
             n_goals = int(goal.sum())
             assert n_goals == 1 if split == "train" else 1 <= n_goals <= 2
             assert set(np.unique(status[:n])) <= {P, CO}
-            has_parent = (etype == C.DEPENDS_ON).any(axis=0)
+            has_parent = (etype == config.DEPENDS_ON).any(axis=0)
             assert not (status == CO)[has_parent | goal].any()    # only non-goal roots start done
             durations = task["attr"][:n, 0] + 1
             assert set(np.unique(durations)) <= {1, 2}
             assert set(np.unique(task["attr"][:n, 1] * 2)) <= {0, 1, 2}
             # Distractors: nodes that are neither goal ancestors nor parents of anything.
             required = (anc & goal[None, :]).any(axis=1)
-            leaves = ~(etype == C.DEPENDS_ON).any(axis=1) & task["nmask"]
+            leaves = ~(etype == config.DEPENDS_ON).any(axis=1) & task["nmask"]
             assert (leaves & ~required).sum() >= (1 if split == "train" else 2)
-            us, vs = np.nonzero(etype == C.DEPENDS_ON)
+            us, vs = np.nonzero(etype == config.DEPENDS_ON)
             backwards += int((us > vs).sum())
     assert backwards > 0        # ids are permuted: they do not follow the topological order
 

@@ -12,16 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bsjax.gilp import config as C
-from bsjax.gilp import types
+from bsjax.gilp import config, types
 from bsjax.gilp.envs import toolchain
 from bsjax.gilp.envs.toolchain import BENCH, CALL, ROLLBACK, VERIFY
 from bsjax.gilp.types import graph_from_np
-
 from gilp import env_checks  # noqa: E402
 from gilp.bfs import bfs_distance  # noqa: E402
 
-P, A, CO, F, S = C.PENDING, C.ACTIVE, C.COMPLETED, C.FAILED, C.SKIPPED
+P, A, CO, F, S = config.PENDING, config.ACTIVE, config.COMPLETED, config.FAILED, config.SKIPPED
 
 J = env_checks.jitted(BENCH)
 
@@ -31,13 +29,13 @@ def build(edges, status, goals, phi, cats=None):
     arrays = types.empty_graph_np()
     n = len(status)
     arrays["nmask"][:n] = True
-    arrays["ntype"][:n] = C.TOOL
+    arrays["ntype"][:n] = config.TOOL
     arrays["status"][:n] = status
     arrays["goal"][list(goals)] = True
     arrays["attr"][:n, 0] = np.asarray(phi) / 2
     arrays["attr"][np.arange(n), 1 + np.asarray(cats if cats is not None else [0] * n)] = 1.0
     for u, v in edges:
-        arrays["etype"][u, v] = C.DATA_JSON
+        arrays["etype"][u, v] = config.DATA_JSON
     arrays["anc"] = types.ancestor_closure_np(arrays["etype"], arrays["nmask"])
     return arrays
 
@@ -114,7 +112,7 @@ def test_dstar_hand_built():
     assert d([CO, CO, F, P, P]) == 3 + 2            # rollback, call, verify
     assert d([CO, CO, F, F, P]) == 3 + 2            # 3 is reset by 2's rollback
     assert d([CO, P, F, F, P]) == 2 + 3 + 2
-    assert d([CO, CO, P, S, P]) == C.UNSOLV         # nothing can touch a SKIPPED tool
+    assert d([CO, CO, P, S, P]) == config.UNSOLV         # nothing can touch a SKIPPED tool
 
 
 # Tool 4 is SKIPPED (no action touches it) to keep the searched state space small.
@@ -138,7 +136,7 @@ def test_known_gap_of_the_spec_formula():
 def test_candidates_layout():
     g = graph_from_np(hand([P] * 5))
     acts, amask = J.candidates(g)
-    chex.assert_shape(acts, (C.A_MAX, 3))
+    chex.assert_shape(acts, (config.A_MAX, 3))
     acts, amask = np.asarray(acts), np.asarray(amask)
     assert acts.dtype == np.int32 and amask.sum() == 15
     np.testing.assert_array_equal(acts[amask], [(k, i, -1) for k in range(3) for i in range(5)])
@@ -223,15 +221,15 @@ def test_generator_structure():
             lo, hi = toolchain.OOD_PARAMS["n"] if split == "test_ood" else toolchain.ID_PARAMS["n"]
             assert lo <= n <= hi and task["nmask"][:n].all()
             etype, anc, goal, status = task["etype"], task["anc"], task["goal"], task["status"]
-            assert set(np.unique(etype)) <= {C.NO_EDGE, *toolchain.DATA_EDGE_TYPES}
-            assert not (anc & anc.T & ~np.eye(C.N_MAX, dtype=bool)).any()     # a DAG
-            assert goal.sum() == 1 and not (anc[goal.argmax()] & ~np.eye(C.N_MAX, dtype=bool)
+            assert set(np.unique(etype)) <= {config.NO_EDGE, *toolchain.DATA_EDGE_TYPES}
+            assert not (anc & anc.T & ~np.eye(config.N_MAX, dtype=bool)).any()     # a DAG
+            assert goal.sum() == 1 and not (anc[goal.argmax()] & ~np.eye(config.N_MAX, dtype=bool)
                                             [goal.argmax()]).any()  # the goal is a sink
             cats = task["attr"][:n, 1:7].argmax(axis=1)
             assert (task["attr"][:n, 1:7].sum(axis=1) == 1).all()
-            has_input = (etype != C.NO_EDGE).any(axis=0)[:n]
+            has_input = (etype != config.NO_EDGE).any(axis=0)[:n]
             assert (status[:n][has_input] == P).all()             # only sources start called
-            us, vs = np.nonzero(etype != C.NO_EDGE)
+            us, vs = np.nonzero(etype != config.NO_EDGE)
             assert (cats[us] <= cats[vs]).all()                   # categories ascend
             if split == "train":
                 np.testing.assert_array_equal(etype[us, vs],

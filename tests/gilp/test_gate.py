@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config as gilp_config
 from bsjax.gilp.planners import gate
 from bsjax.gilp.types import ancestor_closure_np
 
@@ -142,9 +142,9 @@ def test_skeleton_rows_ties_and_mask():
 def test_skeleton_rows_jit_vmap_and_mask():
     key = jax.random.key(0)
     kv, kr = jax.random.split(key)
-    values = jax.random.uniform(kv, (5, C.A_MAX))
-    risks = jax.random.uniform(kr, (5, C.A_MAX))
-    amask = jnp.arange(C.A_MAX)[None, :] < jnp.array([3, 10, 40, 96, 0])[:, None]
+    values = jax.random.uniform(kv, (5, gilp_config.A_MAX))
+    risks = jax.random.uniform(kr, (5, gilp_config.A_MAX))
+    amask = jnp.arange(gilp_config.A_MAX)[None, :] < jnp.array([3, 10, 40, 96, 0])[:, None]
     rows = jax.jit(jax.vmap(gate.skeleton_rows))(values, risks, amask)
     assert rows.shape == (5, 8)
     for b in range(5):
@@ -155,7 +155,7 @@ def test_skeleton_rows_jit_vmap_and_mask():
         top_r = [int(i) for i in np.argsort(-r, kind="stable")[:4] if m[i] and i not in top_v]
         expected = top_v + top_r
         np.testing.assert_array_equal(got, expected + [-1] * (8 - len(expected)))
-        mask = np.asarray(gate.skeleton_mask(got, C.A_MAX))
+        mask = np.asarray(gate.skeleton_mask(got, gilp_config.A_MAX))
         np.testing.assert_array_equal(np.flatnonzero(mask), sorted(expected))
 
 
@@ -167,7 +167,7 @@ def _app_a3_graph():
     n = 10
     etype = np.full((n, n), -1, np.int8)
     for u, v in [(1, 3), (3, 7), (2, 4), (2, 6), (0, 5)]:
-        etype[u, v] = C.DEPENDS_ON
+        etype[u, v] = gilp_config.DEPENDS_ON
     nmask = np.arange(n) < 9
     goal = np.zeros(n, bool)
     goal[7] = True
@@ -216,9 +216,9 @@ def test_affected_entities_bipartite_resource():
     # reach every job it serves.
     n = 6
     etype = np.full((n, n), -1, np.int8)
-    etype[0, 2] = C.ASSIGNED
-    etype[0, 3] = C.CAN_SERVE
-    etype[1, 4] = C.CAN_SERVE
+    etype[0, 2] = gilp_config.ASSIGNED
+    etype[0, 3] = gilp_config.CAN_SERVE
+    etype[1, 4] = gilp_config.CAN_SERVE
     nmask = np.arange(n) < 5
     goal = _mask(n, {3, 4})
     anc = ancestor_closure_np(etype, nmask)
@@ -300,7 +300,7 @@ def test_gate_decision_vmaps_and_sweeps_tau_low():
                                                           tau_low=0.40))(cons)
     np.testing.assert_array_equal(np.asarray(issue), [True, True, True, False])
     np.testing.assert_array_equal(np.asarray(double), [False, False, False, False])
-    config = C.GilpConfig()
+    config = gilp_config.GilpConfig()
     issue, double = gate.gate_decision(gate.ABLATIONS["GILP"], 0.25, 0, config.max_corrections,
                                        config.tau_low, config.tau_high)
     assert bool(issue) and not bool(double)

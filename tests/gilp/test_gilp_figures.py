@@ -7,11 +7,8 @@ import math
 
 import pytest
 
-from bsjax.gilp import events as E
-from bsjax.gilp import metrics as M
-from bsjax.report import gilp_figures as F
-from bsjax.report import gilp_tables as T
-
+from bsjax.gilp import events, metrics
+from bsjax.gilp.report import figures, tables
 from gilp.synthetic import event_row
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -52,7 +49,7 @@ def make_rows() -> list[dict]:
 @pytest.fixture(scope="module")
 def data():
     rows = make_rows()
-    return rows, M.summarise(rows)
+    return rows, metrics.summarise(rows)
 
 
 def is_png(path) -> bool:
@@ -73,8 +70,8 @@ BACKBONES = {
 
 def test_write_figures_writes_every_png(data, tmp_path):
     rows, summary = data
-    paths = F.write_figures(summary, tmp_path, backbones=BACKBONES, rows=rows)
-    assert [p.name for p in paths] == [F.FILES[k] for k in ("f1", "f2", "f4", "f5", "f6")]
+    paths = figures.write_figures(summary, tmp_path, backbones=BACKBONES, rows=rows)
+    assert [p.name for p in paths] == [figures.FILES[k] for k in ("f1", "f2", "f4", "f5", "f6")]
     assert all(is_png(p) for p in paths)
 
 
@@ -82,51 +79,51 @@ def test_summary_json_dict_and_run_dir_inputs(data, tmp_path):
     rows, summary = data
     run = tmp_path / "run"
     (run / "events").mkdir(parents=True)
-    E.write_events(run / "events" / "GILP__taskgraph__test_id.jsonl",
+    events.write_events(run / "events" / "GILP__taskgraph__test_id.jsonl",
                    [r for r in rows if r["method"] == "GILP"])
     (run / "summary.json").write_text(json.dumps({"pooled": summary, "wall": {}}))
-    assert F.pooled_summary(run).keys() == summary.keys()
-    assert {r["method"] for r in F.run_rows(run, F.F6_METHODS)} == {"GILP"}
-    paths = F.write_figures(run, tmp_path / "figs")               # no backbones: no F4
-    assert [p.name for p in paths] == [F.FILES[k] for k in ("f1", "f2", "f5", "f6")]
+    assert figures.pooled_summary(run).keys() == summary.keys()
+    assert {r["method"] for r in figures.run_rows(run, figures.F6_METHODS)} == {"GILP"}
+    paths = figures.write_figures(run, tmp_path / "figs")               # no backbones: no F4
+    assert [p.name for p in paths] == [figures.FILES[k] for k in ("f1", "f2", "f5", "f6")]
     assert all(is_png(p) for p in paths)
 
 
 def test_absent_methods_skipped_and_nothing_drawn(data, tmp_path):
     _, summary = data
     only_mpc = {"Parametric-WM-MPC": summary["Parametric-WM-MPC"]}
-    paths = F.write_figures(only_mpc, tmp_path)
+    paths = figures.write_figures(only_mpc, tmp_path)
     # F5 (GILP variants) and F6 (Agent-Replan / Hybrid-Full / GILP) have nothing to draw.
-    assert [p.name for p in paths] == [F.FILES["f1"], F.FILES["f2"]]
-    assert not (tmp_path / F.FILES["f5"]).exists() and not (tmp_path / F.FILES["f6"]).exists()
-    assert F.f1_horizons(only_mpc, tmp_path / "x.png", methods=("GILP", "Hybrid-Full")) is None
-    assert F.write_figures({}, tmp_path / "empty", backbones={"pooled": {}}) == []
+    assert [p.name for p in paths] == [figures.FILES["f1"], figures.FILES["f2"]]
+    assert not (tmp_path / figures.FILES["f5"]).exists() and not (tmp_path / figures.FILES["f6"]).exists()
+    assert figures.f1_horizons(only_mpc, tmp_path / "x.png", methods=("GILP", "Hybrid-Full")) is None
+    assert figures.write_figures({}, tmp_path / "empty", backbones={"pooled": {}}) == []
     assert not list((tmp_path / "empty").glob("*.png"))
     # A backbone with no SR at all is not drawn; one with a single measured SR is.
-    assert F.f4_backbones({"GCN": {"params": 1}}, tmp_path / "b.png") is None
-    assert is_png(F.f4_backbones({"GCN": {"hybrid_sr": 0.7}}, tmp_path / "b.png"))
+    assert figures.f4_backbones({"GCN": {"params": 1}}, tmp_path / "b.png") is None
+    assert is_png(figures.f4_backbones({"GCN": {"hybrid_sr": 0.7}}, tmp_path / "b.png"))
 
 
 def test_pareto_front_and_indep_curve():
     points = [("a", 10, 0.5), ("b", 100, 0.7), ("c", 200, 0.6), ("d", 50, 0.5), ("e", 300, 0.9)]
-    assert [p[0] for p in F.pareto_front(points)] == ["a", "b", "e"]
-    curve = F.indep_curve([0.1, 0.2, {"p": 0.5}, None, 0.1])
+    assert [p[0] for p in figures.pareto_front(points)] == ["a", "b", "e"]
+    curve = figures.indep_curve([0.1, 0.2, {"p": 0.5}, None, 0.1])
     assert curve[:3] == pytest.approx([0.1, 1 - 0.9 * 0.8, 1 - 0.9 * 0.8 * 0.5])
     assert curve[3:] == [None, None]
     p10 = [0.1] * 10
-    assert F.indep_curve(p10)[-1] == pytest.approx(M.indep_bound(p10))
+    assert figures.indep_curve(p10)[-1] == pytest.approx(metrics.indep_bound(p10))
 
 
 def test_backbone_scope_reads_flat_and_scoped_tables():
-    assert F.backbone_scope(BACKBONES)["MPNN"]["hybrid_sr"] == 0.79
-    assert F.backbone_scope(BACKBONES, "taskgraph") == BACKBONES["taskgraph"]
-    assert F.backbone_scope({"GPS": {"hybrid_sr": 0.7}}) == {"GPS": {"hybrid_sr": 0.7}}
+    assert figures.backbone_scope(BACKBONES)["MPNN"]["hybrid_sr"] == 0.79
+    assert figures.backbone_scope(BACKBONES, "taskgraph") == BACKBONES["taskgraph"]
+    assert figures.backbone_scope({"GPS": {"hybrid_sr": 0.7}}) == {"GPS": {"hybrid_sr": 0.7}}
 
 
 # --- tables --------------------------------------------------------------------------------------
 
 def test_table4_paper_column_and_dashes():
-    t4 = T.table4(BACKBONES)
+    t4 = tables.table4(BACKBONES)
     md = t4.markdown()
     assert ("| benchmark | backbone | params | NodeMSE | DeltaAcc-all | DeltaAcc-changed | ValidAcc |"
             " TransAcc ID | paper | TransAcc OOD | standalone SR (MPC) | paper | hybrid SR | paper |"
@@ -138,14 +135,14 @@ def test_table4_paper_column_and_dashes():
     assert "| pooled | GPS | " in md and "| 0.981† |" in md
     # Per-benchmark rows: no paper values; a small MSE keeps its digits.
     assert "| taskgraph | MPNN | 75000 | 0.0004 | — | — | — | — | — | — | 0.600 | — | 0.800 | — |" in md
-    assert [r["backbone"] for r in t4.rows[:6]] == list(T.T4_BACKBONES)
+    assert [r["backbone"] for r in t4.rows[:6]] == list(tables.T4_BACKBONES)
     assert md.index("| taskgraph |") < md.index("| pooled |")
     csv = t4.csv().splitlines()
     assert csv[0].startswith("scope,backbone,params,node_mse,delta_acc_all,")
     assert "pooled,MLP,79000,0.012,,,,0.9,0.843,,0.5,0.509,,0.768,0.07,0.064,,,paper_hybrid_hsr" \
         in csv
     # A flat table is read as the pooled scope.
-    assert T.table4(BACKBONES["pooled"]).rows[0]["scope"] == "pooled"
+    assert tables.table4(BACKBONES["pooled"]).rows[0]["scope"] == "pooled"
 
 
 def real_arm(n, sr, hsr, tok, **kw) -> dict:
@@ -160,11 +157,11 @@ def test_table7_delta_paper_and_dashes():
                           "GILP": real_arm(20, 0.95, 0.05, 2500, corr_rate=0.25)},
             "pooled": {"Agent-Replan": real_arm(20, 1.0, 0.2, 2000),
                        "GILP": real_arm(18, 0.95, None, 2500, json_fail_rate=None, timeouts=2)}}
-    t7 = T.table7(real)
+    t7 = tables.table7(real)
     by_scope = {r["scope"]: r for r in t7.rows}
     assert by_scope["taskgraph"]["delta_pct"] == pytest.approx(100 * (0.05 - 0.2) / 0.2)  # -75
-    assert T._delta_pct(0.142, 0.040) == pytest.approx(-71.83, abs=0.01)
-    assert T._delta_pct(0.0, 0.1) is None and by_scope["pooled"]["delta_pct"] is None
+    assert tables._delta_pct(0.142, 0.040) == pytest.approx(-71.83, abs=0.01)
+    assert tables._delta_pct(0.0, 0.1) is None and by_scope["pooled"]["delta_pct"] is None
     md = t7.markdown()
     # taskgraph: n, SR agent [CI], SR GILP [CI], paper SR, HSR agent [CI] + paper, GILP + paper.
     assert ("| taskgraph | 20/20 | 20/20 | 1.000 | [0.900, 1.000] | 0.950 | [0.850, 1.000] | 1.000 |"
@@ -184,14 +181,14 @@ def test_write_tables_adds_table4_and_table7(data, tmp_path):
     _, summary = data
     real = {"pooled": {"Agent-Replan": real_arm(4, 1.0, 0.2, 2000),
                        "GILP": real_arm(4, 1.0, 0.1, 2400)}}
-    names = {p.name for p in T.write_tables(summary, tmp_path, backbones=BACKBONES, real=real)}
+    names = {p.name for p in tables.write_tables(summary, tmp_path, backbones=BACKBONES, real=real)}
     assert {"table_4.md", "table_4.csv", "table_7.md", "table_7.csv"} <= names
-    plain = {p.name for p in T.write_tables(summary, tmp_path / "plain")}
+    plain = {p.name for p in tables.write_tables(summary, tmp_path / "plain")}
     assert plain == {f"table_{n}.{e}" for n in ("1", "2", "3", "5", "6") for e in ("md", "csv")}
 
 
 def test_real_by_benchmark_splits_events_and_sidecar(tmp_path):
-    from bsjax.gilp import real_runs as R
+    from bsjax.gilp import real_runs
     rows, side = [], []
     for bench in ("taskgraph", "toolchain"):
         for task in range(6):
@@ -201,15 +198,15 @@ def test_real_by_benchmark_splits_events_and_sidecar(tmp_path):
                 side.append(dict(method=method, bench=bench, split="id", task=task, calls=3,
                                  backend_calls=3, json_failures=int(bench == "toolchain"),
                                  usd=0.0, usd_gpt4o_mini=0.001, backend_seconds=1.5))
-    E.write_events(tmp_path / E.EVENTS_FILE, rows)
-    (tmp_path / R.SIDECAR).write_text("".join(json.dumps(s) + "\n" for s in side))
-    real = T.real_by_benchmark(tmp_path)
-    assert list(real) == ["taskgraph", "toolchain", T.T7_SUBSET, "pooled"]
+    events.write_events(tmp_path / events.EVENTS_FILE, rows)
+    (tmp_path / real_runs.SIDECAR).write_text("".join(json.dumps(s) + "\n" for s in side))
+    real = tables.real_by_benchmark(tmp_path)
+    assert list(real) == ["taskgraph", "toolchain", tables.T7_SUBSET, "pooled"]
     assert real["taskgraph"]["Agent-Replan"]["n"] == 6 and real["pooled"]["GILP"]["n"] == 12
-    assert real[T.T7_SUBSET]["Agent-Replan"]["n"] == 5
+    assert real[tables.T7_SUBSET]["Agent-Replan"]["n"] == 5
     assert real["taskgraph"]["Agent-Replan"]["json_fail_rate"] == 0.0
     assert real["toolchain"]["GILP"]["json_fail_rate"] == pytest.approx(1 / 3)
     assert real["pooled"]["Agent-Replan"]["hsr"] == pytest.approx(1 / 3)
-    md = T.table7(real).markdown()
+    md = tables.table7(real).markdown()
     assert "| taskgraph n=5 | 5/5 | 5/5 |" in md and "| -100% |" in md
     assert not math.isnan(real["pooled"]["GILP"]["hsr"])

@@ -11,9 +11,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bsjax.gilp import config as C
-from bsjax.llm.gilp_parse import (UNKNOWN, Reply, canonical_action, change_mask, imagined_status,
-                                  load_object, parse_reply, parse_status)
+from bsjax.gilp import config
+from bsjax.gilp.llm.parse import (
+    UNKNOWN,
+    Reply,
+    canonical_action,
+    change_mask,
+    imagined_status,
+    load_object,
+    parse_reply,
+    parse_status,
+)
 
 CANDIDATES = ["execute(node_1)", "execute(node_3)", "skip(node_5)", "retry(node_2)"]
 RA_CANDIDATES = ["assign(node_0,node_3)", "assign(node_1,node_4)", "release(node_0)",
@@ -35,7 +43,7 @@ def test_clean_reply():
                   "imagined_next_state": {"changed_nodes": [3], "node_3_new_status": "completed"},
                   "reasoning": "deps done", "confidence": 0.8})
     out = parse(text)
-    assert out == Reply(1, [(3, C.COMPLETED)], 0.8, True, "ok", 0)
+    assert out == Reply(1, [(3, config.COMPLETED)], 0.8, True, "ok", 0)
 
 
 @pytest.mark.parametrize("text", [
@@ -105,42 +113,80 @@ def test_two_argument_actions():
     assert canonical_action("assign(node_2,)") is None
 
 
-@pytest.mark.parametrize("word, code", [
-    ("completed", C.COMPLETED), ("done", C.COMPLETED), ("complete", C.COMPLETED),
-    ("finished", C.COMPLETED), ("Done", C.COMPLETED), ("running", C.ACTIVE),
-    ("in_progress", C.ACTIVE), ("in progress", C.ACTIVE), ("In-Progress", C.ACTIVE),
-    ("started", C.ACTIVE), ("active", C.ACTIVE), ("error", C.FAILED), ("failed", C.FAILED),
-    ("skip", C.SKIPPED), ("skipped", C.SKIPPED), ("waiting", C.PENDING), ("pending", C.PENDING),
-    (" PENDING ", C.PENDING), ("unknown", UNKNOWN), ("blocked", UNKNOWN), ("", UNKNOWN),
-    (None, UNKNOWN), (3, UNKNOWN),
-])
+@pytest.mark.parametrize(
+    "word, code",
+    [
+        ("completed", config.COMPLETED),
+        ("done", config.COMPLETED),
+        ("complete", config.COMPLETED),
+        ("finished", config.COMPLETED),
+        ("Done", config.COMPLETED),
+        ("running", config.ACTIVE),
+        ("in_progress", config.ACTIVE),
+        ("in progress", config.ACTIVE),
+        ("In-Progress", config.ACTIVE),
+        ("started", config.ACTIVE),
+        ("active", config.ACTIVE),
+        ("error", config.FAILED),
+        ("failed", config.FAILED),
+        ("skip", config.SKIPPED),
+        ("skipped", config.SKIPPED),
+        ("waiting", config.PENDING),
+        ("pending", config.PENDING),
+        (" PENDING ", config.PENDING),
+        ("unknown", UNKNOWN),
+        ("blocked", UNKNOWN),
+        ("", UNKNOWN),
+        (None, UNKNOWN),
+        (3, UNKNOWN),
+    ],
+)
 def test_status_synonyms(word, code):
     assert parse_status(word) == code
 
 
 def test_atoms_from_all_sources():
-    state = {"changed_nodes": [1, "node_4", "5", {"id": 2, "new_status": "running"}],
-             "node_1_new_status": "running", "NODE_3_NEW_STATUS": "done",
-             "new_status": {"4": "complete", "node_5": "error"}}
+    state = {
+        "changed_nodes": [1, "node_4", "5", {"id": 2, "new_status": "running"}],
+        "node_1_new_status": "running",
+        "NODE_3_NEW_STATUS": "done",
+        "new_status": {"4": "complete", "node_5": "error"},
+    }
     out = parse(reply({"selected_action": 0, "imagined_next_state": state}))
-    assert out.atoms == [(1, C.ACTIVE), (2, C.ACTIVE), (3, C.COMPLETED), (4, C.COMPLETED),
-                         (5, C.FAILED)]
+    assert out.atoms == [
+        (1, config.ACTIVE),
+        (2, config.ACTIVE),
+        (3, config.COMPLETED),
+        (4, config.COMPLETED),
+        (5, config.FAILED),
+    ]
 
 
 def test_changed_node_without_status_is_unknown():
-    out = parse(reply({"selected_action": 0,
-                       "imagined_next_state": {"changed_nodes": [3, 4], "node_4_new_status": "??"}}))
+    out = parse(
+        reply(
+            {
+                "selected_action": 0,
+                "imagined_next_state": {"changed_nodes": [3, 4], "node_4_new_status": "??"},
+            }
+        )
+    )
     assert out.atoms == [(3, UNKNOWN), (4, UNKNOWN)]
     out = parse(reply({"selected_action": 0, "imagined_next_state": [1, "node_3"]}))
     assert out.atoms == [(1, UNKNOWN), (3, UNKNOWN)]
 
 
 def test_no_op_atoms_dropped_and_bad_ids():
-    state = {"changed_nodes": [0, 1, 6, 9, -2], "node_0_new_status": "completed",  # 0 already is
-             "node_1_new_status": "pending", "node_2_new_status": "failed",       # no-ops
-             "node_3_new_status": "active", "node_6_new_status": "active"}       # 6 is padding
+    state = {
+        "changed_nodes": [0, 1, 6, 9, -2],
+        "node_0_new_status": "completed",  # 0 already is
+        "node_1_new_status": "pending",
+        "node_2_new_status": "failed",  # no-ops
+        "node_3_new_status": "active",
+        "node_6_new_status": "active",
+    }  # 6 is padding
     out = parse(reply({"selected_action": 0, "imagined_next_state": state}))
-    assert out.atoms == [(3, C.ACTIVE)]
+    assert out.atoms == [(3, config.ACTIVE)]
     assert out.dropped == 3  # node 6 (padding), node 9 and node -2 (no such nodes)
     # Without the current state nothing is filtered.
     out = parse_reply(reply({"selected_action": 0, "imagined_next_state": state}), CANDIDATES)
@@ -155,10 +201,25 @@ def test_imagined_state_not_an_object():
     assert out.atoms == [(3, UNKNOWN)]
 
 
-@pytest.mark.parametrize("value, expected", [
-    (0.8, 0.8), (1.7, 1.0), (-0.2, 0.0), (0, 0.0), (1, 1.0), ("0.35", 0.35), ("high", 0.5),
-    (None, 0.5), (True, 0.5), ([0.9], 0.5), ({"p": 1}, 0.5), ("nan", 0.5), ("inf", 0.5), (1e400, 0.5),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (0.8, 0.8),
+        (1.7, 1.0),
+        (-0.2, 0.0),
+        (0, 0.0),
+        (1, 1.0),
+        ("0.35", 0.35),
+        ("high", 0.5),
+        (None, 0.5),
+        (True, 0.5),
+        ([0.9], 0.5),
+        ({"p": 1}, 0.5),
+        ("nan", 0.5),
+        ("inf", 0.5),
+        (1e400, 0.5),
+    ],
+)
 def test_confidence_clipping(value, expected):
     out = parse(reply({"selected_action": 0, "confidence": value}))
     assert out.confidence == pytest.approx(expected)
@@ -168,21 +229,40 @@ def test_confidence_clipping(value, expected):
 def test_load_object_and_helpers():
     assert load_object('x {"a": {"b": 1}} y') == {"a": {"b": 1}}
     assert load_object("[[" * 10_000) is None  # deep nesting does not raise
-    status = imagined_status(STATUS, [(1, C.ACTIVE), (3, UNKNOWN)])
+    status = imagined_status(STATUS, [(1, config.ACTIVE), (3, UNKNOWN)])
     np.testing.assert_array_equal(status, [2, 1, 3, 5, 0, 0, 0])
-    np.testing.assert_array_equal(change_mask(7, [(1, C.ACTIVE), (3, UNKNOWN)]),
-                                  [0, 1, 0, 1, 0, 0, 0])
+    np.testing.assert_array_equal(change_mask(7, [(1, config.ACTIVE), (3, UNKNOWN)]), [0, 1, 0, 1, 0, 0, 0])
 
 
 _json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10, 30) | st.floats(allow_nan=True)
+    st.none()
+    | st.booleans()
+    | st.integers(-10, 30)
+    | st.floats(allow_nan=True)
     | st.sampled_from(["execute(node_3)", "node_3", "done", "3", "skip", "assign(node_1,node_4)"])
     | st.text(max_size=12),
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.sampled_from(["selected_action", "imagined_next_state", "changed_nodes",
-                                       "node_3_new_status", "new_status", "confidence", "3",
-                                       "node_2"]) | st.text(max_size=8), inner, max_size=5),
-    max_leaves=20)
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "selected_action",
+                    "imagined_next_state",
+                    "changed_nodes",
+                    "node_3_new_status",
+                    "new_status",
+                    "confidence",
+                    "3",
+                    "node_2",
+                ]
+            )
+            | st.text(max_size=8),
+            inner,
+            max_size=5,
+        )
+    ),
+    max_leaves=20,
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -9,11 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
+from bsjax.gilp.llm import prompts
+from bsjax.gilp.llm import serialise as gilp_serialise
 from bsjax.gilp.planners import gate
 from bsjax.gilp.types import ancestor_closure_np
-from bsjax.llm import gilp_prompts as P
-from bsjax.llm import gilp_serialise as S
 
 
 def taskgraph_graph():
@@ -30,7 +30,7 @@ def taskgraph_graph():
     g["attr"][1] = [1, 0.5, 0, 0, 0, 0, 0, 0]
     g["attr"][3, 1] = 1.0
     for u, v in [(0, 1), (0, 2), (1, 3), (2, 3), (2, 4), (4, 5)]:
-        g["etype"][u, v] = C.DEPENDS_ON
+        g["etype"][u, v] = config.DEPENDS_ON
     return g
 
 
@@ -47,9 +47,9 @@ def resource_graph():
          "nmask": np.array([1, 1, 1, 1, 1, 0], bool)}
     g["attr"][0, :2] = [2 / 3, 1 / 3]
     g["attr"][1, :3] = [1 / 3, 0, 1]
-    g["etype"][0, 2] = C.ASSIGNED
-    g["etype"][0, 3] = C.CAN_SERVE
-    g["etype"][0, 4] = C.CAN_SERVE
+    g["etype"][0, 2] = config.ASSIGNED
+    g["etype"][0, 3] = config.CAN_SERVE
+    g["etype"][0, 4] = config.CAN_SERVE
     return g
 
 
@@ -66,14 +66,14 @@ def tg_skeleton(graph):
     risks = np.array([0.11, 0.35, 0.08, 0.71, 0.0])
     p_valid = np.array([0.88, 0.1, 0.71, 0.4, 0.0])
     pred = np.tile(graph["status"], (5, 1))
-    pred[0, 1] = C.ACTIVE      # execute(node_1): pending -> active (duration 2)
-    pred[2, 5] = C.SKIPPED     # skip(node_5)
-    pred[3, 2] = C.ACTIVE      # retry(node_2): failed -> active
+    pred[0, 1] = config.ACTIVE      # execute(node_1): pending -> active (duration 2)
+    pred[2, 5] = config.SKIPPED     # skip(node_5)
+    pred[3, 2] = config.ACTIVE      # retry(node_2): failed -> active
     dirs = (pred != graph["status"][None, :]).astype(np.int8)
     anc = ancestor_closure_np(graph["etype"], graph["nmask"])
     affected, flag = gate.affected_entities(dirs, graph["etype"], graph["goal"], anc, graph["nmask"])
     rows = gate.skeleton_rows(values, risks, TG_AMASK, k=2)
-    return P.skeleton_from_arrays(graph, "taskgraph", TG_ACTS, np.asarray(rows), p_valid, values,
+    return prompts.skeleton_from_arrays(graph, "taskgraph", TG_ACTS, np.asarray(rows), p_valid, values,
                                   risks, pred, np.asarray(affected), np.asarray(flag))
 
 
@@ -81,13 +81,13 @@ def tg_context(**kw):
     graph = taskgraph_graph()
     history = ["t=0: execute(node_0) -> valid; you predicted node_0: completed",
                "t=1: retry(node_2) -> invalid; you predicted node_2: active",
-               P.history_line(2, "execute(node_2)", True, [(2, C.FAILED)]),
-               P.history_line(3, None, False, [])]
-    return P.PromptContext(graph, "taskgraph", TG_ACTS, TG_AMASK, history=history, **kw)
+               prompts.history_line(2, "execute(node_2)", True, [(2, config.FAILED)]),
+               prompts.history_line(3, None, False, [])]
+    return prompts.PromptContext(graph, "taskgraph", TG_ACTS, TG_AMASK, history=history, **kw)
 
 
 def ra_context(**kw):
-    return P.PromptContext(resource_graph(), "resourcealloc", RA_ACTS, RA_AMASK, **kw)
+    return prompts.PromptContext(resource_graph(), "resourcealloc", RA_ACTS, RA_AMASK, **kw)
 
 
 def ra_skeleton(graph):
@@ -95,11 +95,11 @@ def ra_skeleton(graph):
     invalid-looking assign(node_1,node_4) with no predicted change."""
     p_valid, values, risks = np.array([0.93, 0.12]), np.array([0.62, 0.1]), np.array([0.05, 0.9])
     pred = np.tile(graph["status"], (2, 1))
-    pred[0, 3] = C.ACTIVE
+    pred[0, 3] = config.ACTIVE
     dirs = (pred != graph["status"][None, :]).astype(np.int8)
     anc = ancestor_closure_np(graph["etype"], graph["nmask"])
     affected, flag = gate.affected_entities(dirs, graph["etype"], graph["goal"], anc, graph["nmask"])
-    return P.skeleton_from_arrays(graph, "resourcealloc", RA_ACTS, np.array([0, 1, -1]), p_valid,
+    return prompts.skeleton_from_arrays(graph, "resourcealloc", RA_ACTS, np.array([0, 1, -1]), p_valid,
                                   values, risks, pred, np.asarray(affected), np.asarray(flag))
 
 
@@ -240,30 +240,30 @@ RA_CANDIDATES = (
 # --- serialisation -----------------------------------------------------------------------------
 
 def test_json_table_golden():
-    assert S.serialise(taskgraph_graph()) == lines(*TG_STATE_JSON)
-    assert S.serialise(resource_graph(), "json_table") == lines(*RA_STATE_JSON)
-    table = json.loads(S.json_table(taskgraph_graph()))
+    assert gilp_serialise.serialise(taskgraph_graph()) == lines(*TG_STATE_JSON)
+    assert gilp_serialise.serialise(resource_graph(), "json_table") == lines(*RA_STATE_JSON)
+    table = json.loads(gilp_serialise.json_table(taskgraph_graph()))
     assert table["columns"] == ["id", "type", "status", "goal", "in", "attrs"]
     assert [row[0] for row in table["rows"]] == [0, 1, 2, 3, 4, 5]
 
 
 def test_markdown_golden():
-    assert S.serialise(taskgraph_graph(), "markdown") == lines(*TG_STATE_MD)
-    assert S.serialise(resource_graph(), "markdown") == lines(*RA_STATE_MD)
+    assert gilp_serialise.serialise(taskgraph_graph(), "markdown") == lines(*TG_STATE_MD)
+    assert gilp_serialise.serialise(resource_graph(), "markdown") == lines(*RA_STATE_MD)
 
 
 def test_nested_golden():
-    assert S.serialise(taskgraph_graph(), "nested") == json.dumps(TG_STATE_NESTED)
-    assert S.serialise(resource_graph(), "nested") == json.dumps(RA_STATE_NESTED)
+    assert gilp_serialise.serialise(taskgraph_graph(), "nested") == json.dumps(TG_STATE_NESTED)
+    assert gilp_serialise.serialise(resource_graph(), "nested") == json.dumps(RA_STATE_NESTED)
 
 
-@pytest.mark.parametrize("fmt", S.FORMATS)
+@pytest.mark.parametrize("fmt", gilp_serialise.FORMATS)
 def test_serialisation_ignores_hidden_and_padding(fmt):
     for make in (taskgraph_graph, resource_graph):
         graph = make()
-        base = S.serialise(graph, fmt)
+        base = gilp_serialise.serialise(graph, fmt)
         graph["hidden"][:] = 1  # hidden fields are never read
-        assert S.serialise(graph, fmt) == base
+        assert gilp_serialise.serialise(graph, fmt) == base
         n = graph["status"].shape[0]
         padded = {k: np.asarray(v) for k, v in make().items()}
         for key in ("status", "ntype", "goal", "nmask"):
@@ -273,7 +273,7 @@ def test_serialisation_ignores_hidden_and_padding(fmt):
         etype[:n, :n] = padded["etype"]
         padded["etype"] = etype
         padded.pop("hidden")
-        assert S.serialise(padded, fmt) == base
+        assert gilp_serialise.serialise(padded, fmt) == base
 
 
 def test_serialise_tool_and_component_attrs():
@@ -284,45 +284,45 @@ def test_serialise_tool_and_component_attrs():
     graph["attr"][0, [0, 1]] = [0.0, 1]       # search, flakiness low
     graph["attr"][1, [0, 4]] = [1.0, 1]       # compute, flakiness high
     graph["attr"][2, 0] = 2 / 6               # component depth 2
-    graph["etype"][0, 1] = C.DATA_JSON
-    graph["etype"][0, 2] = C.PROPAGATES
-    assert S.markdown(graph) == lines(
+    graph["etype"][0, 1] = config.DATA_JSON
+    graph["etype"][0, 2] = config.PROPAGATES
+    assert gilp_serialise.markdown(graph) == lines(
         "- [x] node_0 (tool, completed) {category: search, flakiness: low}",
         "- [ ] node_1 (tool, active) needs: node_0 {category: compute, flakiness: high} [GOAL]",
         "- [ ] node_2 (component, failed) upstream: node_0 {depth: 2}")
-    assert json.loads(S.json_table(graph))["rows"][1] == [
+    assert json.loads(gilp_serialise.json_table(graph))["rows"][1] == [
         1, "tool", "active", True, [[0, "data_json"]], {"category": "compute", "flakiness": "high"}]
     with pytest.raises(ValueError):
-        S.serialise(graph, "yaml")
+        gilp_serialise.serialise(graph, "yaml")
 
 
 # --- actions, history ----------------------------------------------------------------------------
 
 def test_action_strings_and_candidates():
-    assert P.action_str("taskgraph", (0, 3, -1)) == "execute(node_3)"
-    assert P.action_str("resourcealloc", (0, 2, 7)) == "assign(node_2,node_7)"
-    assert P.action_str("repairflow", np.array([2, 11, -1])) == "isolate(node_11)"
-    names, slots = P.candidate_list("resourcealloc", RA_ACTS, np.array([1, 0, 1, 1], bool))
+    assert prompts.action_str("taskgraph", (0, 3, -1)) == "execute(node_3)"
+    assert prompts.action_str("resourcealloc", (0, 2, 7)) == "assign(node_2,node_7)"
+    assert prompts.action_str("repairflow", np.array([2, 11, -1])) == "isolate(node_11)"
+    names, slots = prompts.candidate_list("resourcealloc", RA_ACTS, np.array([1, 0, 1, 1], bool))
     assert names == ["assign(node_0,node_3)", "release(node_0)", "escalate(node_4)"]
     assert slots == [0, 2, 3]
 
 
 def test_history_lines_and_progress():
-    assert P.history_line(4, "execute(node_3)", True, [(3, C.COMPLETED)]) == (
+    assert prompts.history_line(4, "execute(node_3)", True, [(3, config.COMPLETED)]) == (
         "t=4: execute(node_3) -> valid; you predicted node_3: completed")
-    assert P.history_line(5, "skip(node_1)", False, [(1, 4), (2, P.UNKNOWN)]) == (
+    assert prompts.history_line(5, "skip(node_1)", False, [(1, 4), (2, prompts.UNKNOWN)]) == (
         "t=5: skip(node_1) -> invalid; you predicted node_1: skipped, node_2: unknown")
     graph = taskgraph_graph()
-    assert P.goal_progress(graph) == (0, 1)
-    graph["status"][3] = C.COMPLETED
-    assert P.goal_progress(graph) == (1, 1)
-    assert P.changes(np.array([0, 1, 2]), np.array([1, 1, 0]), np.array([1, 1, 0], bool)) == [(0, 1)]
+    assert prompts.goal_progress(graph) == (0, 1)
+    graph["status"][3] = config.COMPLETED
+    assert prompts.goal_progress(graph) == (1, 1)
+    assert prompts.changes(np.array([0, 1, 2]), np.array([1, 1, 0]), np.array([1, 1, 0], bool)) == [(0, 1)]
 
 
 # --- prompts -------------------------------------------------------------------------------------
 
 def test_system_prompt_and_response_format():
-    assert P.SYSTEM_PROMPT == lines(
+    assert prompts.SYSTEM_PROMPT == lines(
         "You are the planning agent for a multi-step task whose world state is a typed graph. "
         "Consider how the candidate actions would change the current state and choose the one "
         "action that moves the task closest to its goal. Reply with a single JSON object and no "
@@ -334,16 +334,16 @@ def test_system_prompt_and_response_format():
         "a met precondition.",
         "- If the skeleton flags an action as high-risk, prefer another one unless you can justify "
         "it.")
-    assert P.RESPONSE_FORMAT == lines(*RESPONSE_FORMAT)
-    schema = json.loads(json.dumps(P.RESPONSE_SCHEMA))
+    assert prompts.RESPONSE_FORMAT == lines(*RESPONSE_FORMAT)
+    schema = json.loads(json.dumps(prompts.RESPONSE_SCHEMA))
     assert schema["required"] == ["selected_action", "imagined_next_state", "reasoning",
                                   "confidence"]
     state = schema["properties"]["imagined_next_state"]
-    assert state["additionalProperties"]["enum"] == list(C.STATUS_NAMES)
+    assert state["additionalProperties"]["enum"] == list(config.STATUS_NAMES)
     # Node ids are slots 0..N_MAX-1, at most N_MAX of them (a bounded grammar for small models).
     assert state["properties"]["changed_nodes"] == {
-        "type": "array", "maxItems": C.N_MAX,
-        "items": {"type": "integer", "minimum": 0, "maximum": C.N_MAX - 1}}
+        "type": "array", "maxItems": config.N_MAX,
+        "items": {"type": "integer", "minimum": 0, "maximum": config.N_MAX - 1}}
 
 
 def test_agent_prompt_golden_taskgraph():
@@ -353,10 +353,10 @@ def test_agent_prompt_golden_taskgraph():
         *TG_HISTORY, *TG_CANDIDATES,
         "## Required Response Format", *RESPONSE_FORMAT)
     ctx = tg_context()
-    assert P.agent_prompt(ctx) == expected
+    assert prompts.agent_prompt(ctx) == expected
     # The agent-only prompt never shows a skeleton, even when one is attached.
-    assert P.agent_prompt(tg_context(skeleton=tg_skeleton(taskgraph_graph()))) == expected
-    assert P.user_prompt(ctx) == expected
+    assert prompts.agent_prompt(tg_context(skeleton=tg_skeleton(taskgraph_graph()))) == expected
+    assert prompts.user_prompt(ctx) == expected
 
 
 def test_agent_prompt_golden_resource_markdown():
@@ -365,7 +365,7 @@ def test_agent_prompt_golden_resource_markdown():
         "## Goal", "Complete all nodes marked [GOAL]. Current progress: 0/2 completed.",
         "## Recent Steps", "(none yet)", *RA_CANDIDATES,
         "## Required Response Format", *RESPONSE_FORMAT)
-    assert P.agent_prompt(ra_context(fmt="markdown")) == expected
+    assert prompts.agent_prompt(ra_context(fmt="markdown")) == expected
 
 
 def test_gilp_prompt_golden_taskgraph():
@@ -375,8 +375,8 @@ def test_gilp_prompt_golden_taskgraph():
         "## Goal", "Complete all nodes marked [GOAL]. Current progress: 0/1 completed.",
         *TG_SKELETON_FULL, *TG_HISTORY, *TG_CANDIDATES,
         "## Required Response Format", *RESPONSE_FORMAT)
-    assert P.gilp_prompt(ctx) == expected
-    assert P.user_prompt(ctx) == expected
+    assert prompts.gilp_prompt(ctx) == expected
+    assert prompts.user_prompt(ctx) == expected
 
 
 @pytest.mark.parametrize("fields, rows", [
@@ -397,32 +397,32 @@ def test_gilp_prompt_golden_taskgraph():
 ])
 def test_skeleton_variants_golden(fields, rows):
     skeleton = tg_skeleton(taskgraph_graph())
-    assert P.render_skeleton(skeleton, fields) == lines(*HEADER, *rows)
+    assert prompts.render_skeleton(skeleton, fields) == lines(*HEADER, *rows)
     ctx = tg_context(skeleton=skeleton, fields=fields)
-    assert lines(*HEADER, *rows) in P.gilp_prompt(ctx)
+    assert lines(*HEADER, *rows) in prompts.gilp_prompt(ctx)
 
 
 def test_method_variants_and_high_risk_threshold():
-    assert P.METHOD_VARIANT == {"Hybrid-ValidityOnly": "validity", "Hybrid-DeltaOnly": "delta",
+    assert prompts.METHOD_VARIANT == {"Hybrid-ValidityOnly": "validity", "Hybrid-DeltaOnly": "delta",
                                 "Hybrid-RiskOnly": "risk", "Hybrid-ValueOnly": "value",
                                 "Hybrid-Full": "full"}
-    row = P.SkeletonRow("execute(node_1)", 0.5, 0.0, 0.65, (), (), False)
-    assert P.render_skeleton([row], "risk").endswith("execute(node_1): risk = 0.65")
-    assert P.render_skeleton([row._replace(risk=0.651)], "risk").endswith("[HIGH RISK]")
-    assert P.render_skeleton([row._replace(risk=0.5)], "risk", rho_th=0.4).endswith("[HIGH RISK]")
-    assert P.render_skeleton([row._replace(value=-0.05)], "value").endswith("value = -0.05")
+    row = prompts.SkeletonRow("execute(node_1)", 0.5, 0.0, 0.65, (), (), False)
+    assert prompts.render_skeleton([row], "risk").endswith("execute(node_1): risk = 0.65")
+    assert prompts.render_skeleton([row._replace(risk=0.651)], "risk").endswith("[HIGH RISK]")
+    assert prompts.render_skeleton([row._replace(risk=0.5)], "risk", rho_th=0.4).endswith("[HIGH RISK]")
+    assert prompts.render_skeleton([row._replace(value=-0.05)], "value").endswith("value = -0.05")
 
 
 def test_correction_prompt_golden_resource():
     graph = resource_graph()
     ctx = ra_context(skeleton=ra_skeleton(graph),
-                     history=[P.history_line(0, "release(node_0)", False, [(2, C.COMPLETED)])])
-    imagined = np.array([1, 0, 1, C.COMPLETED, 3, 0])
-    backbone = np.array([1, 0, 1, C.ACTIVE, 3, 0])
+                     history=[prompts.history_line(0, "release(node_0)", False, [(2, config.COMPLETED)])])
+    imagined = np.array([1, 0, 1, config.COMPLETED, 3, 0])
+    backbone = np.array([1, 0, 1, config.ACTIVE, 3, 0])
     changed = np.array([0, 0, 0, 1, 0, 0], bool)
     found = gate.discrepancies(imagined, backbone, changed, changed)
-    prompt = P.correction_prompt(ctx, "assign(node_0,node_3)", [(3, C.COMPLETED)],
-                                 [(3, C.ACTIVE)], found, ["resource node_0 is at capacity (2/2)"])
+    prompt = prompts.correction_prompt(ctx, "assign(node_0,node_3)", [(3, config.COMPLETED)],
+                                 [(3, config.ACTIVE)], found, ["resource node_0 is at capacity (2/2)"])
     assert prompt == lines(
         *RA_HEAD, *RA_CANDIDATES,
         "## Backbone Consistency Check FAILED",
@@ -440,25 +440,35 @@ def test_correction_prompt_golden_resource():
 
 
 def test_correction_block_no_change_and_tau0_agreement():
-    block = P.correction_block("execute(node_3)", [(3, C.COMPLETED)], [],
+    block = prompts.correction_block("execute(node_3)", [(3, config.COMPLETED)], [],
                                ["Node 3: backbone predicts pending but you imagined completed."])
     assert "Backbone prediction: no change" in block.splitlines()
     assert block.startswith("## Backbone Consistency Check FAILED")
-    assert P.correction_block("execute(node_1)", [(1, C.ACTIVE)], [(1, C.ACTIVE)], []) == lines(
+    assert prompts.correction_block(
+        "execute(node_1)", [(1, config.ACTIVE)], [(1, config.ACTIVE)], []
+    ) == lines(
         "## Backbone Consistency Check",
         "The parametric world model agrees with the set of nodes you expect to change.",
         "Previous action: execute(node_1)",
         "Your imagined next state: node_1: active",
         "Backbone prediction: node_1: active",
-        "Confirm your reply or revise selected_action and/or imagined_next_state.")
+        "Confirm your reply or revise selected_action and/or imagined_next_state.",
+    )
 
 
 def test_risk_prompt_golden_resource():
     graph = resource_graph()
-    ctx = ra_context(skeleton=ra_skeleton(graph),
-                     history=[P.history_line(0, "release(node_0)", False, [(2, C.COMPLETED)])])
-    prompt = P.risk_prompt(ctx, "escalate(node_4)", 0.7, ["node_4 is failed, not pending", "x"],
-                           [("assign(node_0,node_3)", 0.05), ("release(node_0)", 0.1)])
+    ctx = ra_context(
+        skeleton=ra_skeleton(graph),
+        history=[prompts.history_line(0, "release(node_0)", False, [(2, config.COMPLETED)])],
+    )
+    prompt = prompts.risk_prompt(
+        ctx,
+        "escalate(node_4)",
+        0.7,
+        ["node_4 is failed, not pending", "x"],
+        [("assign(node_0,node_3)", 0.05), ("release(node_0)", 0.1)],
+    )
     assert prompt == lines(
         *RA_HEAD,
         "## High-Risk Action Warning",
@@ -468,25 +478,33 @@ def test_risk_prompt_golden_resource():
         "Choose one of these lower-risk alternatives instead:",
         "0: assign(node_0,node_3) [risk = 0.05]",
         "1: release(node_0) [risk = 0.10]",
-        "## Response Format", *RESPONSE_FORMAT)
+        "## Response Format",
+        *RESPONSE_FORMAT,
+    )
     assert "## Candidate Actions" not in prompt  # a bare index refers to L_t only
-    fallback = P.risk_block("retry(node_2)", 1.0, [], [("skip(node_5)", 0.08)])
-    assert ("- Risk factors: the backbone predicts this action is invalid or likely to fail"
-            in fallback.splitlines())
+    fallback = prompts.risk_block("retry(node_2)", 1.0, [], [("skip(node_5)", 0.08)])
+    assert (
+        "- Risk factors: the backbone predicts this action is invalid or likely to fail"
+        in fallback.splitlines()
+    )
 
 
 def test_reparse_prompt():
     ctx = tg_context(skeleton=tg_skeleton(taskgraph_graph()))
-    prompt = P.reparse_prompt(ctx)
-    assert prompt.endswith(lines(
-        *TG_CANDIDATES, "## Invalid Reply",
-        "Your previous reply was not valid JSON with a selected_action from the candidate list. "
-        "Reply again with a single JSON object.",
-        "## Required Response Format", *RESPONSE_FORMAT))
+    prompt = prompts.reparse_prompt(ctx)
+    assert prompt.endswith(
+        lines(
+            *TG_CANDIDATES,
+            "## Invalid Reply",
+            "Your previous reply was not valid JSON with a selected_action from the candidate list. "
+            "Reply again with a single JSON object.",
+            "## Required Response Format",
+            *RESPONSE_FORMAT,
+        )
+    )
 
 
 def test_prompt_formats_switch_serialisation():
-    for fmt, state in (("markdown", lines(*TG_STATE_MD)),
-                       ("nested", json.dumps(TG_STATE_NESTED))):
-        prompt = P.agent_prompt(tg_context(fmt=fmt))
+    for fmt, state in (("markdown", lines(*TG_STATE_MD)), ("nested", json.dumps(TG_STATE_NESTED))):
+        prompt = prompts.agent_prompt(tg_context(fmt=fmt))
         assert prompt.startswith("## Current World State\n" + state + "\n## Goal\n")

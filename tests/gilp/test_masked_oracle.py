@@ -13,8 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bsjax.gilp import config as C
-from bsjax.gilp import generate
+from bsjax.gilp import config, generate
 from bsjax.gilp.envs import common, registry
 from bsjax.gilp.types import graph_from_np
 
@@ -88,7 +87,7 @@ def _walk_states(bench, tasks, steps, key):
 # compile as long and run under -m slow.
 @pytest.mark.parametrize("name", [name if name == "repairflow" else
                                   pytest.param(name, marks=pytest.mark.slow)
-                                  for name in C.BENCHMARKS])
+                                  for name in config.BENCHMARKS])
 def test_masked_oracle_and_values_equal_the_direct_definitions(name):
     bench = registry.get(name)
     tasks, _ = generate.generate_split(name, "test_ood", 2)

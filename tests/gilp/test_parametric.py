@@ -12,17 +12,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bsjax.gilp import config as C
-from bsjax.gilp import events, generate, keys, types
+from bsjax.gilp import config, events, generate, keys, types
 from bsjax.gilp.backbones import BackboneOut, make_backbone
 from bsjax.gilp.envs import common, registry
 from bsjax.gilp.envs.common import Bench
-from bsjax.gilp.planners import imagination as I
-from bsjax.gilp.planners import parametric as P
-from bsjax.gilp.planners import parametric_episodes as PE
+from bsjax.gilp.planners import imagination, parametric, parametric_episodes
 from bsjax.gilp.types import Graph, graph_from_np
 
-PE_, A_, CO, F_ = C.PENDING, C.ACTIVE, C.COMPLETED, C.FAILED
+PE_, A_, CO, F_ = config.PENDING, config.ACTIVE, config.COMPLETED, config.FAILED
 TG = registry.get("taskgraph")
 RA = registry.get("resourcealloc")
 ROOT = jax.random.key(0)
@@ -38,14 +35,14 @@ ROOT = jax.random.key(0)
 def graph_from_inputs(inputs) -> Graph:
     x, nmask = inputs.node_x, inputs.nmask
     etype = inputs.etype.astype(jnp.int8)
-    structural = jnp.isin(etype, jnp.asarray(C.STRUCTURAL_EDGE_TYPES, jnp.int8))
+    structural = jnp.isin(etype, jnp.asarray(config.STRUCTURAL_EDGE_TYPES, jnp.int8))
     reach = (structural & nmask[:, None] & nmask[None, :]) | jnp.diag(nmask)
     for _ in range(5):  # 2^5 >= N_MAX: transitive closure by squaring
         reach = reach | ((reach.astype(jnp.int32) @ reach.astype(jnp.int32)) > 0)
     return Graph(status=jnp.argmax(x[:, 0:5], -1).astype(jnp.int8),
                  ntype=jnp.argmax(x[:, 5:10], -1).astype(jnp.int8), goal=x[:, 10] > 0.5,
                  attr=x[:, 11:19], etype=etype, anc=reach,
-                 hidden=jnp.zeros((x.shape[0], C.N_HIDDEN), jnp.int8), nmask=nmask,
+                 hidden=jnp.zeros((x.shape[0], config.N_HIDDEN), jnp.int8), nmask=nmask,
                  t=jnp.int32(0), budget=jnp.int32(0), horizon=jnp.int32(0))
 
 
@@ -64,7 +61,7 @@ def closed_form_value(d_before, d_after, done_after, is_valid, horizon=4, gamma=
     d* = 0, which is done; from a dead end (d* = UNSOLV) every step earns −0.01. Equal to
     `common.value` on TaskGraph (checked below)."""
     total, d, done = reward_of(d_before, d_after, done_after, is_valid), d_after, done_after
-    dead = d_after >= C.UNSOLV
+    dead = d_after >= config.UNSOLV
     for i in range(1, horizon):
         step_done = (d <= 1) & ~dead
         r = 1.0 * step_done + jnp.where(dead, 0.0, 0.1 * jnp.minimum(d, 1)) - 0.01
@@ -149,10 +146,10 @@ def test_key_streams_are_fold_in_chains_and_disjoint():
     data = jax.random.key_data
     np.testing.assert_array_equal(data(keys.env_key(ROOT, "taskgraph", 5, 2, 7)), data(expected))
     np.testing.assert_array_equal(data(keys.env_key(ROOT, TG, 5, 2, 7)), data(expected))
-    env = {tuple(np.asarray(data(keys.env_key(ROOT, 1, 5, 2, t)))) for t in range(C.B_MAX)}
-    agent = {tuple(np.asarray(data(keys.agent_key(ROOT, 1, 5, 2, t)))) for t in range(C.B_MAX)}
-    assert len(env) == len(agent) == C.B_MAX and not env & agent
-    assert keys.AGENT_STREAM > C.B_MAX
+    env = {tuple(np.asarray(data(keys.env_key(ROOT, 1, 5, 2, t)))) for t in range(config.B_MAX)}
+    agent = {tuple(np.asarray(data(keys.agent_key(ROOT, 1, 5, 2, t)))) for t in range(config.B_MAX)}
+    assert len(env) == len(agent) == config.B_MAX and not env & agent
+    assert keys.AGENT_STREAM > config.B_MAX
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,16 +162,16 @@ def _taskgraph():
     arrays["nmask"][:3] = True
     arrays["status"][:3] = [CO, PE_, PE_]
     arrays["goal"][2] = True
-    arrays["etype"][0, 1] = arrays["etype"][1, 2] = C.DEPENDS_ON
+    arrays["etype"][0, 1] = arrays["etype"][1, 2] = config.DEPENDS_ON
     arrays["anc"] = types.ancestor_closure_np(arrays["etype"], arrays["nmask"])
     return graph_from_np(arrays)
 
 
 def test_imagine_decodes_or_keeps_the_state_when_predicted_invalid():
     g = _taskgraph()
-    delta = np.zeros(C.N_MAX, np.int32)
+    delta = np.zeros(config.N_MAX, np.int32)
     delta[1] = 1
-    imagine = jax.jit(lambda g, a, out: I.imagine(TG, g, a, out))
+    imagine = jax.jit(lambda g, a, out: imagination.imagine(TG, g, a, out))
     moved = imagine(g, act(0, 1), exact_out(True, delta))
     assert np.asarray(moved.status)[:3].tolist() == [CO, CO, PE_]
     assert trees_equal(moved.replace(status=g.status), g)
@@ -192,16 +189,16 @@ def _resourcealloc():
     j5 (home r1, FAILED)."""
     arrays = types.empty_graph_np()
     arrays["nmask"][:6] = True
-    arrays["ntype"][:3] = C.RESOURCE
-    arrays["ntype"][3:6] = C.JOB
+    arrays["ntype"][:3] = config.RESOURCE
+    arrays["ntype"][3:6] = config.JOB
     arrays["attr"][:3, 0] = np.array([2, 1, 1]) / 3
     arrays["attr"][2, 2] = 1.0
     arrays["attr"][:3, 3] = 0.05
     arrays["status"][:6] = [A_, PE_, PE_, PE_, A_, F_]
     arrays["goal"][3:6] = True
-    arrays["etype"][0, 3] = C.CAN_SERVE
-    arrays["etype"][0, 4] = C.ASSIGNED
-    arrays["etype"][1, 5] = C.CAN_SERVE
+    arrays["etype"][0, 3] = config.CAN_SERVE
+    arrays["etype"][0, 4] = config.ASSIGNED
+    arrays["etype"][1, 5] = config.CAN_SERVE
     arrays["attr"][0, 1] = 1 / 3
     arrays["anc"] = types.ancestor_closure_np(arrays["etype"], arrays["nmask"])
     return graph_from_np(arrays)
@@ -209,28 +206,28 @@ def _resourcealloc():
 
 def test_imagine_rewires_resourcealloc_edges():
     g = _resourcealloc()
-    imagine = jax.jit(lambda g, a, out: I.imagine(RA, g, a, out))
-    none = np.zeros(C.N_MAX, np.int32)
+    imagine = jax.jit(lambda g, a, out: imagination.imagine(RA, g, a, out))
+    none = np.zeros(config.N_MAX, np.int32)
     # assign(r0, j3): the pair's can_serve becomes assigned, load 2/3; j3 decodes to ACTIVE.
     delta = none.copy()
     delta[3] = 1
     g1 = imagine(g, act(0, 0, 3), exact_out(True, delta))
     et, attr = np.asarray(g1.etype), np.asarray(g1.attr)
-    assert et[0, 3] == C.ASSIGNED and et[0, 4] == C.ASSIGNED and et[1, 5] == C.CAN_SERVE
+    assert et[0, 3] == config.ASSIGNED and et[0, 4] == config.ASSIGNED and et[1, 5] == config.CAN_SERVE
     assert np.isclose(attr[0, 1], 2 / 3) and np.asarray(g1.status)[3] == A_
     # release(r0) after that: both jobs' edges revert to can_serve and the load drops to 0.
     delta = none.copy()
     delta[[0, 3, 4]] = [-1, 1, 1]
     g2 = imagine(g1, act(1, 0), exact_out(True, delta))
     et, attr = np.asarray(g2.etype), np.asarray(g2.attr)
-    assert et[0, 3] == C.CAN_SERVE and et[0, 4] == C.CAN_SERVE and attr[0, 1] == 0
+    assert et[0, 3] == config.CAN_SERVE and et[0, 4] == config.CAN_SERVE and attr[0, 1] == 0
     assert np.asarray(g2.status)[:6].tolist() == [PE_, PE_, PE_, CO, CO, F_]
     # escalate(j5): its home edge moves from r1 to e* (r2); FAILED -> PENDING.
     delta = none.copy()
     delta[5] = 1
     g3 = imagine(g, act(2, 5), exact_out(True, delta))
     et = np.asarray(g3.etype)
-    assert et[1, 5] == C.NO_EDGE and et[2, 5] == C.CAN_SERVE and np.asarray(g3.status)[5] == PE_
+    assert et[1, 5] == config.NO_EDGE and et[2, 5] == config.CAN_SERVE and np.asarray(g3.status)[5] == PE_
     assert (et[:, 5] >= 0).sum() == 1
     # Predicted invalid: no rewiring either.
     assert trees_equal(imagine(g, act(0, 0, 3), exact_out(False, none)), g)
@@ -238,7 +235,7 @@ def test_imagine_rewires_resourcealloc_edges():
 
 def _visited_states(bench: Bench, tasks: dict, steps: int) -> Graph:
     """Initial states of the tasks and the states after 1..steps modal steps of a simple policy."""
-    g = graph_from_np({name: tasks[name] for name in I.GRAPH_FIELDS})
+    g = graph_from_np({name: tasks[name] for name in imagination.GRAPH_FIELDS})
     states = [g]
 
     @jax.jit
@@ -254,7 +251,7 @@ def _visited_states(bench: Bench, tasks: dict, steps: int) -> Graph:
     return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs), *states)
 
 
-@pytest.mark.parametrize("bench_name", C.BENCHMARKS)
+@pytest.mark.parametrize("bench_name", config.BENCHMARKS)
 def test_imagine_with_the_exact_delta_is_the_modal_successor(bench_name):
     """Decodability plus the structural update: fed the exact validity and Δ* of the modal
     outcome, `imagine` reproduces the modal successor's statuses, edges and attributes for every
@@ -274,7 +271,7 @@ def test_imagine_with_the_exact_delta_is_the_modal_successor(bench_name):
             succ = common.modal(bench, g, a)
             is_valid = bench.valid(g, a)
             delta = jnp.where(is_valid, common.direction(g.status, succ.status), 0)
-            imagined = I.imagine(bench, obs, a, exact_out(is_valid, delta))
+            imagined = imagination.imagine(bench, obs, a, exact_out(is_valid, delta))
             return (jnp.all(imagined.status == succ.status) & jnp.all(imagined.etype == succ.etype)
                     & jnp.allclose(imagined.attr, succ.attr))
 
@@ -287,14 +284,14 @@ def test_imagine_with_the_exact_delta_is_the_modal_successor(bench_name):
 def test_compact_scoring_matches_full_size_scoring(tg_tasks):
     """`planning_sizes` covers every real node and candidate, and scoring on the cut slots gives
     the full-size outputs (backbones are padding-invariant)."""
-    n_nodes, n_actions = I.planning_sizes(TG, tg_tasks)
+    n_nodes, n_actions = imagination.planning_sizes(TG, tg_tasks)
     assert n_nodes % 4 == 0 and n_actions % 8 == 0
     assert not tg_tasks["nmask"][:, n_nodes:].any()
-    g = graph_from_np({name: tg_tasks[name][2] for name in I.GRAPH_FIELDS})
+    g = graph_from_np({name: tg_tasks[name][2] for name in imagination.GRAPH_FIELDS})
     acts, amask = TG.candidates(g)
     assert not np.asarray(amask)[n_actions:].any()
     model = make_backbone("MPNN", jax.random.key(3))
-    score = eqx.filter_jit(I.score_candidates)  # n_nodes (int / None) is static
+    score = eqx.filter_jit(imagination.score_candidates)  # n_nodes (int / None) is static
     full = score(model, g, acts[:n_actions], None)
     cut = score(model, g, acts[:n_actions], n_nodes)
     real = np.asarray(g.nmask)
@@ -314,7 +311,7 @@ def test_the_oracle_stand_in_returns_the_exact_labels(tg_tasks):
     @jax.vmap
     def compare(g):
         acts, amask = TG.candidates(g)
-        out = I.score_candidates(model, common.observe(g), acts)
+        out = imagination.score_candidates(model, common.observe(g), acts)
         lab = jax.vmap(lambda a: common.labels(TG, g, a))(acts)
         ok = ((out.valid_logit > 0) == lab["valid"]) & ((out.done_logit > 0) == lab["done"])
         ok &= jnp.all(jnp.argmax(out.delta_logits, -1) - 1 == lab["delta"], axis=-1)
@@ -335,7 +332,7 @@ def _tg_optimal(g, slot):
     """`(d*(modal(g, a_slot)), min over real candidates of d*(modal(g, a)), oracle action)`."""
     acts, amask = TG.candidates(g)
     after = jax.vmap(lambda a: TG.dstar(common.modal(TG, g, a)))(acts)
-    return after[slot], jnp.min(jnp.where(amask, after, C.UNSOLV + 1)), \
+    return after[slot], jnp.min(jnp.where(amask, after, config.UNSOLV + 1)), \
         common.oracle_action(TG, g), acts[slot]
 
 
@@ -345,18 +342,19 @@ def oracle_runs(tg_tasks):
     checking on). MPC runs through a trace-counted jitted chunk function in chunks of 3
     episodes, twice."""
     model = OracleModel(TG)
-    sizes = I.planning_sizes(TG, tg_tasks)
-    sizes = (C.N_MAX, sizes[1])  # the stand-in needs full-size graphs for the env functions
+    sizes = imagination.planning_sizes(TG, tg_tasks)
+    sizes = (config.N_MAX, sizes[1])  # the stand-in needs full-size graphs for the env functions
     chex.clear_trace_counter()
-    counted = eqx.filter_jit(chex.assert_max_traces(
-        PE.make_episode_fn(P.MPC, TG, C.GilpConfig(), P.ParametricConfig(), sizes), n=1))
+    episode_fn = parametric_episodes.make_episode_fn(parametric.MPC, TG, config.GilpConfig(),
+                                                     parametric.ParametricConfig(), sizes)
+    counted = eqx.filter_jit(chex.assert_max_traces(episode_fn, n=1))
     run = dict(model=model, tasks=tg_tasks, seeds=[0, 1], root_key=ROOT, episode_chunk=3)
     with jax.debug_key_reuse(True):
-        mpc = PE.run_parametric("mpc", TG, episode_fn=counted, **run)
-        mpc_again = PE.run_parametric("mpc", TG, episode_fn=counted, **run)
+        mpc = parametric_episodes.run_parametric("mpc", TG, episode_fn=counted, **run)
+        mpc_again = parametric_episodes.run_parametric("mpc", TG, episode_fn=counted, **run)
     # Not under key-reuse checking: mctx's own interior/root action selection is a `lax.cond`
     # that becomes a select over the same key under its batch vmap, which the checker flags.
-    mcts = PE.run_parametric("Parametric-WM-MCTS", TG, model, tg_tasks, [0, 1], ROOT)
+    mcts = parametric_episodes.run_parametric("Parametric-WM-MCTS", TG, model, tg_tasks, [0, 1], ROOT)
     return {"mpc": mpc, "mpc_again": mpc_again, "mcts": mcts, "sizes": sizes}
 
 
@@ -370,14 +368,17 @@ def test_planners_follow_an_optimal_plan_with_a_perfect_backbone(oracle_runs, tg
     step = jax.jit(lambda k, g, a: common.step(TG, k, g, a))
     matches = []
     for e in range(len(alive)):
-        g = graph_from_np({name: tg_tasks[name][rec["task_row"][e]] for name in I.GRAPH_FIELDS})
+        g = graph_from_np({name: tg_tasks[name][rec["task_row"][e]] for name in imagination.GRAPH_FIELDS})
         for t in np.flatnonzero(alive[e]):
             chosen, best, oracle, slot_action = _tg_optimal(g, rec["slot"][e, t])
             assert int(chosen) == int(best), (method, e, t)
             np.testing.assert_array_equal(slot_action, rec["action"][e, t])
             matches.append(bool((np.asarray(oracle) == rec["action"][e, t]).all()))
-            g, info = step(jax.random.wrap_key_data(jnp.asarray(rec["env_key"][e, t])), g,
-                           jnp.asarray(rec["action"][e, t]))
+            g, info = step(
+                jax.random.wrap_key_data(jnp.asarray(rec["env_key"][e, t])),
+                g,
+                jnp.asarray(rec["action"][e, t]),
+            )
             assert bool(info.valid) == rec["valid"][e, t]
             assert bool(info.failed) == rec["failed"][e, t]
             assert bool(info.done) == rec["success"][e, t]
@@ -395,11 +396,11 @@ def test_planners_follow_an_optimal_plan_with_a_perfect_backbone(oracle_runs, tg
 def test_mpc_root_valid_only_flag(tg_tasks):
     """Spec-literal MPC ranks every root candidate, so a predicted-invalid action with a high
     value can win; `mpc_root_valid_only` restricts the root to predicted-valid candidates."""
-    g = graph_from_np({name: tg_tasks[name][2] for name in I.GRAPH_FIELDS})
+    g = graph_from_np({name: tg_tasks[name][2] for name in imagination.GRAPH_FIELDS})
     kinds = []
     for flag in (False, True):
-        params = P.ParametricConfig(mpc_root_valid_only=flag)
-        plan = eqx.filter_jit(lambda m, g: P.mpc_plan(m, TG, g, params=params, sizes=(12, 32)))
+        params = parametric.ParametricConfig(mpc_root_valid_only=flag)
+        plan = eqx.filter_jit(lambda m, g: parametric.mpc_plan(m, TG, g, params=params, sizes=(12, 32)))
         out = plan(SkipLoverModel(), g)
         kinds.append(int(TG.candidates(g)[0][out.slot][0]))
     assert kinds == [1, 0]
@@ -409,14 +410,17 @@ def test_mcts_depth_is_capped_by_the_remaining_budget(tg_tasks):
     """`max_depth = min(6, B − t)` reaches mctx as a per-episode traced cap. With 8 action slots
     and 24 simulations the root children are exhausted, so only the cap stops the descent."""
     model = ConstantModel()
-    g = graph_from_np({name: tg_tasks[name][0] for name in I.GRAPH_FIELDS})
-    params = P.ParametricConfig(mcts_simulations=24)
-    search = eqx.filter_jit(jax.vmap(
-        lambda m, k, d: P.mcts_search(m, TG, k, g, d, params=params, sizes=(12, 8))[1],
-        in_axes=(None, 0, 0)))
+    g = graph_from_np({name: tg_tasks[name][0] for name in imagination.GRAPH_FIELDS})
+    params = parametric.ParametricConfig(mcts_simulations=24)
+    search = eqx.filter_jit(
+        jax.vmap(
+            lambda m, k, d: parametric.mcts_search(m, TG, k, g, d, params=params, sizes=(12, 8))[1],
+            in_axes=(None, 0, 0),
+        )
+    )
     caps = [1, 2, 9]
     tree = search(model, jax.random.split(jax.random.key(2), 3), jnp.asarray(caps))
-    parents = np.asarray(tree.parents)[:, 0]             # [3, nodes]
+    parents = np.asarray(tree.parents)[:, 0]  # [3, nodes]
     deepest = []
     for row in parents:
         depth = np.zeros(len(row), int)
@@ -439,10 +443,13 @@ def test_common_random_numbers_across_methods(oracle_runs):
     mpc, mcts = oracle_runs["mpc"], oracle_runs["mcts"]
     both = mpc["alive"] & mcts["alive"]
     np.testing.assert_array_equal(mpc["env_key"][both], mcts["env_key"][both])
-    expected = jax.vmap(jax.vmap(
-        lambda task, seed, t: jax.random.key_data(keys.env_key(ROOT, "taskgraph", task, seed, t)),
-        in_axes=(None, None, 0)), in_axes=(0, 0, None))(
-        jnp.asarray(mpc["task"]), jnp.asarray(mpc["seed"]), jnp.arange(C.B_MAX))
+    expected = jax.vmap(
+        jax.vmap(
+            lambda task, seed, t: jax.random.key_data(keys.env_key(ROOT, "taskgraph", task, seed, t)),
+            in_axes=(None, None, 0),
+        ),
+        in_axes=(0, 0, None),
+    )(jnp.asarray(mpc["task"]), jnp.asarray(mpc["seed"]), jnp.arange(config.B_MAX))
     np.testing.assert_array_equal(np.asarray(expected)[mpc["alive"]], mpc["env_key"][mpc["alive"]])
     # A different root gives a different stream.
     other = keys.env_key(jax.random.key(1), "taskgraph", 0, 0, 0)
@@ -454,7 +461,7 @@ def test_finished_episodes_are_masked(oracle_runs):
         rec = oracle_runs[name]
         alive, done = rec["alive"], rec["done"] & rec["alive"]
         assert alive[:, 0].all()
-        assert (done.sum(1) == 1).all()                         # exactly one final step
+        assert (done.sum(1) == 1).all()  # exactly one final step
         last = alive.sum(1) - 1
         assert done[np.arange(len(last)), last].all()
         assert (np.diff(alive.astype(int), axis=1) <= 0).all()  # no step after the end
@@ -462,9 +469,9 @@ def test_finished_episodes_are_masked(oracle_runs):
 
 
 def test_records_convert_to_valid_event_rows(oracle_runs, tg_tasks):
-    for name, method in (("mpc", P.MPC), ("mcts", P.MCTS)):
+    for name, method in (("mpc", parametric.MPC), ("mcts", parametric.MCTS)):
         rec = oracle_runs[name]
-        rows = PE.records_to_events(rec, method, "taskgraph", "val", tg_tasks)
+        rows = parametric_episodes.records_to_events(rec, method, "taskgraph", "val", tg_tasks)
         assert len(rows) == rec["alive"].sum()
         for row in rows:
             events.validate_row(row)
@@ -475,23 +482,28 @@ def test_records_convert_to_valid_event_rows(oracle_runs, tg_tasks):
         assert {row["H"] for row in rows} == set(tg_tasks["horizon"].tolist())
         assert all(ep[-1]["done"] for ep in episodes)
         text = "".join(events.dumps_row(row) for row in rows)
-        assert text == "".join(events.dumps_row(row) for row in
-                               PE.records_to_events(oracle_runs["mpc_again"] if name == "mpc"
-                                                    else rec, method, "taskgraph", "val",
-                                                    tg_tasks))
+        assert text == "".join(
+            events.dumps_row(row)
+            for row in parametric_episodes.records_to_events(
+                oracle_runs["mpc_again"] if name == "mpc" else rec, method, "taskgraph", "val", tg_tasks
+            )
+        )
     with pytest.raises(ValueError, match="horizons"):
         bad = dict(tg_tasks, horizon=tg_tasks["horizon"] + 1)
-        PE.records_to_events(oracle_runs["mpc"], P.MPC, "taskgraph", "val", bad)
+        parametric_episodes.records_to_events(oracle_runs["mpc"], parametric.MPC, "taskgraph", "val", bad)
 
 
 # ---------------------------------------------------------------------------------------------
 # Smoke: an untrained MPNN
 # ---------------------------------------------------------------------------------------------
 
+
 def _smoke(tasks, method, params):
     model = make_backbone("MPNN", jax.random.key(0))
-    rec = PE.run_parametric(method, "taskgraph", model, tasks, [0, 1], ROOT, params=params)
-    rows = PE.records_to_events(rec, P.canonical_method(method), "taskgraph", "val", tasks)
+    rec = parametric_episodes.run_parametric(method, "taskgraph", model, tasks, [0, 1], ROOT, params=params)
+    rows = parametric_episodes.records_to_events(
+        rec, parametric.canonical_method(method), "taskgraph", "val", tasks
+    )
     for row in rows:
         events.validate_row(row)
     assert len(events.group_episodes(rows)) == 6
@@ -500,9 +512,9 @@ def _smoke(tasks, method, params):
 
 
 def test_untrained_mpnn_mpc_smoke(tg_tasks):
-    _smoke(tg_tasks, "mpc", P.ParametricConfig())
+    _smoke(tg_tasks, "mpc", parametric.ParametricConfig())
 
 
 @pytest.mark.slow
 def test_untrained_mpnn_mcts_smoke(tg_tasks):
-    _smoke(tg_tasks, "mcts", P.ParametricConfig())
+    _smoke(tg_tasks, "mcts", parametric.ParametricConfig())

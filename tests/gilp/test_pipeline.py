@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from bsjax import cli
-from bsjax.gilp import config as C
-from bsjax.gilp import dataset, dataset_format, generate, pipeline
+from bsjax.gilp import config, dataset, dataset_format, generate, pipeline
 from bsjax.gilp.envs import common, registry
 from bsjax.gilp.types import graph_from_np
 
@@ -69,8 +68,8 @@ def test_generate_command_writes_checksummed_splits_and_resumes(tmp_path, capsys
     assert cli.main(argv) == 0
     first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     arrays, manifest = generate.load_split(out / "taskgraph_val.npz")
-    assert manifest["count"] == 3 and arrays["status"].shape == (3, C.N_MAX)
-    assert [t["seed"] for t in manifest["tasks"]] == [C.task_seed("taskgraph", "val", i)
+    assert manifest["count"] == 3 and arrays["status"].shape == (3, config.N_MAX)
+    assert [t["seed"] for t in manifest["tasks"]] == [config.task_seed("taskgraph", "val", i)
                                                       for i in range(3)]
     assert cli.main(argv) == 2                        # would overwrite without --resume
     assert cli.main([*argv, "--resume"]) == 0

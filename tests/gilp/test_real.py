@@ -1,5 +1,5 @@
-"""The real-LLM path of GILP (bsjax.gilp.real, bsjax.llm.gilp_driver) against a scripted Ollama-API
-server on loopback (bsjax.llm.server): Agent-Replan and GILP episodes, the consistency and risk
+"""The real-LLM path of GILP (bsjax.gilp.real, bsjax.gilp.llm.driver) against a scripted Ollama-API
+server on loopback (bsjax.core.llm.server): Agent-Replan and GILP episodes, the consistency and risk
 gates firing on scripted drafts that contradict a perfect-label backbone, faults becoming counted
 fallbacks, the call cache replaying a run byte for byte, token accounting, resume and the T7 task
 selection. The embedded local model is not run here (too slow)."""
@@ -16,19 +16,16 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from bsjax.gilp import config as C
-from bsjax.gilp import events as E
-from bsjax.gilp import metrics
-from bsjax.gilp import real, real_runs, real_tasks
+from bsjax.core.llm.backends import OllamaBackend
+from bsjax.core.llm.call_cache import CallCache
+from bsjax.core.llm.server import OllamaAPIServer
+from bsjax.gilp import config, events, metrics, real, real_runs, real_tasks
 from bsjax.gilp.backbones.layers import BackboneOut
 from bsjax.gilp.envs import common, registry
 from bsjax.gilp.features import GraphInputs
+from bsjax.gilp.llm.driver import GILP_OPTIONS, GilpDriver, make_gilp_backend
+from bsjax.gilp.llm.prompts import RESPONSE_SCHEMA
 from bsjax.gilp.types import Graph
-from bsjax.llm.backends import OllamaBackend
-from bsjax.llm.call_cache import CallCache
-from bsjax.llm.gilp_driver import GILP_OPTIONS, GilpDriver, make_gilp_backend
-from bsjax.llm.gilp_prompts import RESPONSE_SCHEMA
-from bsjax.llm.server import OllamaAPIServer
 
 BENCH = "taskgraph"
 
@@ -39,7 +36,7 @@ def _graph_from_inputs(inputs: GraphInputs) -> Graph:
     x, nmask = inputs.node_x, inputs.nmask
     n = x.shape[0]
     etype = inputs.etype.astype(jnp.int8)
-    adj = jnp.isin(etype, jnp.asarray(C.STRUCTURAL_EDGE_TYPES)) & nmask[:, None] & nmask[None, :]
+    adj = jnp.isin(etype, jnp.asarray(config.STRUCTURAL_EDGE_TYPES)) & nmask[:, None] & nmask[None, :]
     reach = adj | jnp.diag(nmask)
     for _ in range(5):  # 2^5 > N_MAX: transitive closure by squaring
         reach = reach | ((reach.astype(jnp.int32) @ reach.astype(jnp.int32)) > 0)
@@ -47,7 +44,7 @@ def _graph_from_inputs(inputs: GraphInputs) -> Graph:
     return Graph(status=jnp.argmax(x[:, 0:5], -1).astype(jnp.int8),
                  ntype=jnp.argmax(x[:, 5:10], -1).astype(jnp.int8), goal=x[:, 10] > 0.5,
                  attr=x[:, 11:19], etype=etype, anc=reach,
-                 hidden=jnp.zeros((n, C.N_HIDDEN), jnp.int8), nmask=nmask, t=zero, budget=zero,
+                 hidden=jnp.zeros((n, config.N_HIDDEN), jnp.int8), nmask=nmask, t=zero, budget=zero,
                  horizon=zero)
 
 
@@ -189,7 +186,7 @@ def _run(responder, tasks, methods=("Agent-Replan", "GILP"), out=None, cache=Non
 
 
 def _episodes(rows, method):
-    return [ep for ep in E.group_episodes(rows) if ep[0]["method"] == method]
+    return [ep for ep in events.group_episodes(rows) if ep[0]["method"] == method]
 
 
 # --- tests -----------------------------------------------------------------------------------------
@@ -198,7 +195,7 @@ def test_t7_selection_takes_first_tasks_in_range_and_fills_from_val(work):
     picked = real_tasks.t7_tasks(work, BENCH, n=3, pool=2, val_pool=2)
     assert [(t.source, t.index) for t in picked] == [("test_id", 0), ("test_id", 1), ("val", 0)]
     assert all(3 <= t.H <= 8 and t.split == "id" for t in picked)
-    assert picked[2].task == C.SPLIT_OFFSET["val"] and picked[0].task == 0
+    assert picked[2].task == config.SPLIT_OFFSET["val"] and picked[0].task == 0
     assert len({(t.split, t.task) for t in picked}) == 3  # a val fill never collides
 
 
@@ -206,7 +203,7 @@ def test_agent_and_gilp_episodes_correct_the_contradicting_draft(tasks):
     agent = ScriptedAgent("wrong_entity", usage=(1000, 40))
     rows, driver = _run(agent, tasks)
     for row in rows:
-        E.validate_row(row)
+        events.validate_row(row)
     agent_eps, gilp_eps = _episodes(rows, "Agent-Replan"), _episodes(rows, "GILP")
     assert len(agent_eps) == len(gilp_eps) == len(tasks)
     agent_rows = [r for ep in agent_eps for r in ep]
@@ -260,7 +257,7 @@ def test_faults_become_counted_fallbacks(tasks, fault):
                      "timeout": lambda s, u: time.sleep(0.5) or "{}"}[fault]
         rows, driver = _run(responder, task, cfg=cfg, timeout=0.25)
     for row in rows:
-        E.validate_row(row)
+        events.validate_row(row)
     assert all(r["action"] is None and not r["valid"] and r["parse_fail"] for r in rows)
     gilp = [r for r in rows if r["method"] == "GILP"]
     assert all(r["calls"] == 2 for r in gilp)  # the draft and the parse re-prompt
@@ -269,7 +266,7 @@ def test_faults_become_counted_fallbacks(tasks, fault):
     assert driver.stats.fallbacks == (driver.stats.calls if transport else 0)
     assert driver.stats.json_failures == driver.stats.parse_failures == driver.stats.calls
     assert all(r["tok_in"] == 0 for r in rows) if transport else all(r["tok_in"] > 0 for r in rows)
-    eps = E.group_episodes(rows)
+    eps = events.group_episodes(rows)
     assert len(eps) == 2 and all(not ep[-1]["success"] for ep in eps)
     if fault == "timeout":
         assert all(ep[-1]["timeout"] and ep[-1]["done"] for ep in eps)
@@ -296,8 +293,8 @@ def test_call_cache_replays_a_run_byte_for_byte_and_resume_skips(tasks, tmp_path
     third = ScriptedAgent("wrong_entity", usage=(700, 30))
     result, _ = _run(third, tasks, out=b, cache=CallCache(cache_path))
     assert result["skipped"] == 2 and result["run"] == 2 * (len(tasks) - 1)
-    rows = E.read_events(b)
-    eps = E.group_episodes(rows)
+    rows = events.read_events(b)
+    eps = events.group_episodes(rows)
     assert len(eps) == 2 * len(tasks)
     assert b.read_bytes().startswith(a.read_bytes())
     side = [json.loads(x) for x in (tmp_path / "b" / real_runs.SIDECAR).read_text().splitlines()]
@@ -390,7 +387,7 @@ def test_hybrids_and_ablations_differ_only_by_config(tasks):
                "GILP-NoRiskGate")
     rows, _ = _run(ScriptedAgent("wrong_entity"), tasks[:1], methods=methods)
     for row in rows:
-        E.validate_row(row)
+        events.validate_row(row)
     by = {m: [r for r in rows if r["method"] == m] for m in methods}
     for m in ("Hybrid-DeltaOnly", "Hybrid-Full"):  # gateless: cons logged passively, 1 call
         assert all(r["calls"] == 1 and r["cons"] == 0.0 and r["rho_eff"] is None

@@ -15,26 +15,32 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bsjax.gilp import config as C
-from bsjax.gilp import events, generate, keys, metrics, methods, types
+from bsjax.gilp import config as gilp_config
+from bsjax.gilp import events, generate, keys, methods, metrics, types
 from bsjax.gilp.backbones import BackboneOut, make_backbone
 from bsjax.gilp.envs import common, registry
 from bsjax.gilp.envs.common import Bench
 from bsjax.gilp.features import GraphInputs
 from bsjax.gilp.planners import skeleton
 from bsjax.gilp.sim import agent as sim_agent
-from bsjax.gilp.sim import hallucinate as H
+from bsjax.gilp.sim import hallucinate as gilp_hallucinate
 from bsjax.gilp.sim import params as sim_params
 from bsjax.gilp.sim import run as sim_run
 from bsjax.gilp.types import Graph, graph_from_np
 
 jax.config.update("jax_threefry_partitionable", True)
 
-P, A, CO, F, S = C.PENDING, C.ACTIVE, C.COMPLETED, C.FAILED, C.SKIPPED
+P, A, CO, F, S = (
+    gilp_config.PENDING,
+    gilp_config.ACTIVE,
+    gilp_config.COMPLETED,
+    gilp_config.FAILED,
+    gilp_config.SKIPPED,
+)
 TG = registry.get("taskgraph")
 # J_K with K = 1 keeps the compiled functions of these tests small; the default config (K = 4)
 # runs in the smoke tests.
-CFG = C.GilpConfig(value_horizon=1)
+CFG = gilp_config.GilpConfig(value_horizon=1)
 AGENT = methods.get_method("Agent-Replan")
 GILP = methods.get_method("GILP")
 
@@ -46,8 +52,9 @@ def _key_reuse():
 
 
 def _tasks(bench: str, count: int, split: str = "val", start: int = 0) -> dict:
-    return generate.stack_tasks([generate.generate_task(bench, split, i)
-                                 for i in range(start, start + count)])
+    return generate.stack_tasks(
+        [generate.generate_task(bench, split, i) for i in range(start, start + count)]
+    )
 
 
 TG_TASKS = _tasks("taskgraph", 4)
@@ -55,9 +62,10 @@ TG_TASKS = _tasks("taskgraph", 4)
 
 # --- a perfect-label backbone (test shim) ------------------------------------------------------
 
+
 def _closure(etype: jax.Array, nmask: jax.Array) -> jax.Array:
     """Ancestor-or-self closure over the structural edge types (5 squarings cover N = 24)."""
-    structural = jnp.isin(etype, jnp.asarray(C.STRUCTURAL_EDGE_TYPES))
+    structural = jnp.isin(etype, jnp.asarray(gilp_config.STRUCTURAL_EDGE_TYPES))
     reach = (structural & nmask[:, None] & nmask[None, :]) | jnp.diag(nmask)
     for _ in range(5):
         reach = reach | ((reach.astype(jnp.int32) @ reach.astype(jnp.int32)) > 0)
@@ -71,25 +79,37 @@ class PerfectBackbone(eqx.Module):
 
     def __call__(self, inputs: GraphInputs, action: jax.Array) -> BackboneOut:
         x, n = inputs.node_x, inputs.nmask.shape[0]
-        g = Graph(status=jnp.argmax(x[:, 0:5], -1).astype(jnp.int8),
-                  ntype=jnp.argmax(x[:, 5:10], -1).astype(jnp.int8), goal=x[:, 10] > 0.5,
-                  attr=x[:, 11:19], etype=inputs.etype.astype(jnp.int8),
-                  anc=_closure(inputs.etype, inputs.nmask), hidden=jnp.zeros((n, 5), jnp.int8),
-                  nmask=inputs.nmask, t=jnp.int32(0), budget=jnp.int32(0), horizon=jnp.int32(0))
+        g = Graph(
+            status=jnp.argmax(x[:, 0:5], -1).astype(jnp.int8),
+            ntype=jnp.argmax(x[:, 5:10], -1).astype(jnp.int8),
+            goal=x[:, 10] > 0.5,
+            attr=x[:, 11:19],
+            etype=inputs.etype.astype(jnp.int8),
+            anc=_closure(inputs.etype, inputs.nmask),
+            hidden=jnp.zeros((n, 5), jnp.int8),
+            nmask=inputs.nmask,
+            t=jnp.int32(0),
+            budget=jnp.int32(0),
+            horizon=jnp.int32(0),
+        )
         lab = common.labels(self.bench, g, action, horizon=CFG.value_horizon)
         big = 12.0
         risk = jnp.clip(lab["risk"], 1e-4, 1 - 1e-4)
         return BackboneOut(
             valid_logit=jnp.where(lab["valid"], big, -big),
             delta_logits=(2.0 * jax.nn.one_hot(lab["delta"].astype(jnp.int32) + 1, 3) - 1.0) * big,
-            reward=lab["reward"], done_logit=jnp.where(lab["done"], big, -big),
-            risk_logit=jnp.log(risk) - jnp.log1p(-risk), value=lab["value"])
+            reward=lab["reward"],
+            done_logit=jnp.where(lab["done"], big, -big),
+            risk_logit=jnp.log(risk) - jnp.log1p(-risk),
+            value=lab["value"],
+        )
 
 
 PERFECT = PerfectBackbone(TG)
 
 
 # --- hallucination types and p_h ---------------------------------------------------------------
+
 
 def _chain_graph() -> Graph:
     """0 -> 1 -> 2 -> 3 and 1 -> 4 (depends_on); node 0 COMPLETED, the rest PENDING."""
@@ -98,13 +118,13 @@ def _chain_graph() -> Graph:
     arrays["status"][:5] = [CO, P, P, P, P]
     arrays["goal"][3] = True
     for u, v in ((0, 1), (1, 2), (2, 3), (1, 4)):
-        arrays["etype"][u, v] = C.DEPENDS_ON
+        arrays["etype"][u, v] = gilp_config.DEPENDS_ON
     arrays["anc"] = types.ancestor_closure_np(arrays["etype"], arrays["nmask"])
     return graph_from_np(arrays)
 
 
 def _claims(**atoms) -> jnp.ndarray:
-    claim = np.full(C.N_MAX, -1, np.int8)
+    claim = np.full(gilp_config.N_MAX, -1, np.int8)
     for v, s in atoms.items():
         claim[int(v[1:])] = s
     return jnp.asarray(claim)
@@ -112,13 +132,13 @@ def _claims(**atoms) -> jnp.ndarray:
 
 @jax.jit
 def _all_types(key, claim, view, target):
-    u = jax.random.uniform(key, (H.ATOM_DRAWS,))
-    return jnp.stack([H.add_atom(u, i, claim, view.status, view, target) for i in range(4)])
+    u = jax.random.uniform(key, (gilp_hallucinate.ATOM_DRAWS,))
+    return jnp.stack([gilp_hallucinate.add_atom(u, i, claim, view.status, view, target) for i in range(4)])
 
 
 def test_hallucination_types_on_hand_built_state():
     g = _chain_graph()
-    base = _claims(n1=CO)                              # execute(node_1): node_1 -> completed
+    base = _claims(n1=CO)  # execute(node_1): node_1 -> completed
     neighbours_of_1 = {0, 2, 4}
     for seed in range(12):
         fc, we, dep, val = np.asarray(_all_types(jax.random.key(seed), base, g, jnp.int32(1)))
@@ -130,7 +150,7 @@ def test_hallucination_types_on_hand_built_state():
         # we: the target's atom moves to a neighbour, the target's own atom is removed.
         assert we[1] == -1 and set(np.flatnonzero(we >= 0)) <= neighbours_of_1
         (w,) = np.flatnonzero(we >= 0)
-        assert we[w] == CO and w != 0                  # node_0 already believed COMPLETED
+        assert we[w] == CO and w != 0  # node_0 already believed COMPLETED
         # dep: 1-2 out-neighbours of node_1 (nodes 2, 4) claimed ACTIVE or COMPLETED.
         claimed = set(np.flatnonzero(dep >= 0)) - {1}
         assert dep[1] == CO and 1 <= len(claimed) <= 2 and claimed <= {2, 4}
@@ -144,8 +164,8 @@ def test_hallucination_without_target_atom_and_fallbacks():
     empty = _claims()
     for seed in range(6):
         fc, we, dep, val = np.asarray(_all_types(jax.random.key(seed), empty, g, jnp.int32(3)))
-        assert (we == -1).all() and (val == -1).all()    # nothing to move or re-value
-        assert set(np.flatnonzero(fc >= 0)) == {2} and fc[2] == CO   # node_3's only neighbour
+        assert (we == -1).all() and (val == -1).all()  # nothing to move or re-value
+        assert set(np.flatnonzero(fc >= 0)) == {2} and fc[2] == CO  # node_3's only neighbour
         # node_3 has no out-neighbours: dep falls back to its neighbours (node_2).
         assert set(np.flatnonzero(dep >= 0)) == {2} and dep[2] in (A, CO)
 
@@ -155,8 +175,12 @@ def test_hallucinate_event_and_atom_count():
     base = _claims(n1=CO)
     action = jnp.asarray([0, 1, -1], jnp.int32)
     params = sim_params.default_params(pi_fc=0.0, pi_we=0.0, pi_dep=0.0, pi_val=1.0, p_two=0.0)
-    run = jax.jit(jax.vmap(lambda k, p_h: H.hallucinate(k, base, g.status, g, action, p_h, params),
-                           in_axes=(0, None)))
+    run = jax.jit(
+        jax.vmap(
+            lambda k, p_h: gilp_hallucinate.hallucinate(k, base, g.status, g, action, p_h, params),
+            in_axes=(0, None),
+        )
+    )
     keys_ = jax.random.split(jax.random.key(0), 400)
     claims, event = run(keys_, jnp.float32(0.0))
     assert not np.asarray(event).any() and (np.asarray(claims) == np.asarray(base)).all()
@@ -166,12 +190,21 @@ def test_hallucinate_event_and_atom_count():
     assert (claims[event, 1] != CO).all() and (claims[~event, 1] == CO).all()
 
 
-@pytest.mark.parametrize("k, live, delta, expected", [
-    (1, 0, False, 0.14), (10, 0, False, 0.24), (20, 0, False, 0.24), (5, 0, False, 0.14 + 0.10 * 4 / 9),
-    (1, 3, False, 0.14 + 0.09), (1, 0, True, 0.14 * 0.65), (10, 2, True, (0.24 + 0.06) * 0.65),
-    (1, 40, False, 0.95)])
+@pytest.mark.parametrize(
+    "k, live, delta, expected",
+    [
+        (1, 0, False, 0.14),
+        (10, 0, False, 0.24),
+        (20, 0, False, 0.24),
+        (5, 0, False, 0.14 + 0.10 * 4 / 9),
+        (1, 3, False, 0.14 + 0.09),
+        (1, 0, True, 0.14 * 0.65),
+        (10, 2, True, (0.24 + 0.06) * 0.65),
+        (1, 40, False, 0.95),
+    ],
+)
 def test_p_halluc_formula(k, live, delta, expected):
-    p = float(H.p_halluc(jnp.int32(k), jnp.int32(live), delta, sim_params.SimParams()))
+    p = float(gilp_hallucinate.p_halluc(jnp.int32(k), jnp.int32(live), delta, sim_params.SimParams()))
     assert p == pytest.approx(expected, abs=1e-6)
 
 
@@ -190,23 +223,31 @@ def test_the_shipped_calibrated_preset(tmp_path, monkeypatch):
     coefficients, and records what it was checked on: the whole val split, Agent-Replan's SR, HSR,
     IAR and p_err(10) and Hybrid-Full's SR and HSR inside their acceptance bands."""
     import json
+
     doc = json.loads(sim_params.preset_path("calibrated").read_text())
     assert sim_params.to_dict(sim_params.load_params("calibrated")) == pytest.approx(doc["params"])
     per_bench = doc["residuals"]["token_model"]["coefs_per_bench"]
-    assert set(per_bench) == set(C.BENCHMARKS)
+    assert set(per_bench) == set(gilp_config.BENCHMARKS)
     for bench, coefs in per_bench.items():
         loaded = sim_params.load_params("calibrated", bench)
         assert {k: getattr(loaded, k) for k in coefs} == pytest.approx(coefs)
     assert doc["meta"]["tasks_per_bench"] == 100 and doc["meta"]["provenance"]
     passed = {(r["method"], r["metric"]): r["pass"] for r in doc["residuals"]["band_recheck"]}
-    for row in [("Agent-Replan", "sr"), ("Agent-Replan", "hsr"), ("Agent-Replan", "iar"),
-                ("Agent-Replan", "p_err@10"), ("Hybrid-Full", "sr"), ("Hybrid-Full", "hsr")]:
+    for row in [
+        ("Agent-Replan", "sr"),
+        ("Agent-Replan", "hsr"),
+        ("Agent-Replan", "iar"),
+        ("Agent-Replan", "p_err@10"),
+        ("Hybrid-Full", "sr"),
+        ("Hybrid-Full", "hsr"),
+    ]:
         assert passed[row], row
     with pytest.raises(ValueError, match="unknown simulator parameter preset"):
         sim_params.preset_path("nope")
     # What `gilp run|paper --params calibrated` and `calibrate --start calibrated` load.
     from bsjax.gilp.cli import load_sim_params
-    by_bench = load_sim_params("calibrated", list(C.BENCHMARKS))
+
+    by_bench = load_sim_params("calibrated", list(gilp_config.BENCHMARKS))
     assert by_bench["toolchain"].tok_a_n == pytest.approx(per_bench["toolchain"]["tok_a_n"])
     # A parameter file on disk of the same name wins over the preset; a directory without one
     # (an unfinished `calibrate --out calibrated`) does not.
@@ -218,6 +259,7 @@ def test_the_shipped_calibrated_preset(tmp_path, monkeypatch):
 
 
 # --- methods and phase 1 -----------------------------------------------------------------------
+
 
 def test_method_registry():
     assert len(methods.METHOD_NAMES) == 13
@@ -239,9 +281,8 @@ def test_method_variants_by_name():
     """`NAME[key=value,...]` is the registry method with other thresholds, everywhere a name
     goes (CLI lists included: commas inside the brackets stay)."""
     variant = methods.get_method(" GILP[tau_low=0.5, rho_th=0.4] ")
-    assert variant == dataclasses.replace(GILP, name="GILP[tau_low=0.5,rho_th=0.4]",
-                                          tau_low=0.5, rho_th=0.4)
-    assert methods.get_method(variant.name) == variant                  # the name round-trips
+    assert variant == dataclasses.replace(GILP, name="GILP[tau_low=0.5,rho_th=0.4]", tau_low=0.5, rho_th=0.4)
+    assert methods.get_method(variant.name) == variant  # the name round-trips
     # One config, one name: keys in THRESHOLD_KEYS order, numbers that read back exactly.
     assert methods.get_method("GILP[rho_th=0.4,tau_low=0.5]") == variant
     odd = methods.get_method("GILP[tau_low=0.1234567891]")
@@ -249,17 +290,22 @@ def test_method_variants_by_name():
     assert methods.get_method("GILP[tau_low=0.25]") == methods.with_tau_low(GILP, 0.25)
     assert methods.get_method("Hybrid-Full[skeleton_k=2]").skeleton_k == 2
     assert methods.split_methods("Agent-Replan, GILP[tau_low=0.5,rho_th=0.4],Oracle,") == [
-        "Agent-Replan", "GILP[tau_low=0.5,rho_th=0.4]", "Oracle"]
-    for bad, message in [("GILP[tau_low]", "expected key=value"),
-                         ("GILP[beta=1]", "expected key=value"),
-                         ("GILP[tau_low=0.2,tau_low=0.3]", "tau_low given twice"),
-                         ("GILP[skeleton_k=two]", "not an integer"),
-                         ("GILP[tau_low=0.9]", "tau_low <= tau_high"),
-                         ("GILP[rho_th=1.5]", "0 <= rho_th <= 1"),
-                         ("Hybrid-Full[tau_low=0.5]", "no consistency gate"),
-                         ("Agent-Replan[rho_th=0.5]", "no thresholds"),
-                         ("Parametric-WM-MPC[skeleton_k=2]", "no thresholds"),
-                         ("Chess[rho_th=0.5]", "unknown GILP method 'Chess'")]:
+        "Agent-Replan",
+        "GILP[tau_low=0.5,rho_th=0.4]",
+        "Oracle",
+    ]
+    for bad, message in [
+        ("GILP[tau_low]", "expected key=value"),
+        ("GILP[beta=1]", "expected key=value"),
+        ("GILP[tau_low=0.2,tau_low=0.3]", "tau_low given twice"),
+        ("GILP[skeleton_k=two]", "not an integer"),
+        ("GILP[tau_low=0.9]", "tau_low <= tau_high"),
+        ("GILP[rho_th=1.5]", "0 <= rho_th <= 1"),
+        ("Hybrid-Full[tau_low=0.5]", "no consistency gate"),
+        ("Agent-Replan[rho_th=0.5]", "no thresholds"),
+        ("Parametric-WM-MPC[skeleton_k=2]", "no thresholds"),
+        ("Chess[rho_th=0.5]", "unknown GILP method 'Chess'"),
+    ]:
         with pytest.raises(ValueError, match=re.escape(message)):
             methods.get_method(bad)
 
@@ -300,20 +346,22 @@ def _episodes(fn, tasks: dict, seeds=(0, 1), root=0, params=None, model=None):
 @jax.jit
 def _oracle_obs_rollout(root, g0, task, seed):
     """Reference: the observable oracle on the true state with the same environment keys."""
+
     def one(g0, task, seed):
         def body(carry, t):
             g, alive = carry
             a = common.oracle_obs_action(TG, common.observe(g))
             g_next, info = common.step(TG, keys.env_key(root, "taskgraph", task, seed, t), g, a)
-            done = info.done | (g_next.t >= g.budget) | (info.dstar_after >= C.UNSOLV)
+            done = info.done | (g_next.t >= g.budget) | (info.dstar_after >= gilp_config.UNSOLV)
             return (common.select_graph(alive, g_next, g), alive & ~done), (a, alive, info.done)
-        return jax.lax.scan(body, (g0, jnp.bool_(True)), jnp.arange(C.B_MAX))[1]
+
+        return jax.lax.scan(body, (g0, jnp.bool_(True)), jnp.arange(gilp_config.B_MAX))[1]
+
     return jax.vmap(one)(g0, task, seed)
 
 
 def test_noiseless_agent_is_the_observable_oracle():
-    params = sim_params.default_params(h0=0.0, h1=0.0, h2=0.0, c_tg=1.0, p_parse=0.0, q_fb=1.0,
-                                       q_rec=1.0)
+    params = sim_params.default_params(h0=0.0, h1=0.0, h2=0.0, c_tg=1.0, p_parse=0.0, q_fb=1.0, q_rec=1.0)
     (_, rec), task, seed = _episodes(AGENT_FN, TG_TASKS, params=params)
     g0 = jax.tree_util.tree_map(lambda x: x[task], graph_from_np(TG_TASKS))
     ref_action, ref_alive, ref_done = _oracle_obs_rollout(jax.random.key(0), g0, task, seed)
@@ -330,19 +378,30 @@ def test_noiseless_agent_is_the_observable_oracle():
 
 def _as_run(rec, task, seed, tasks, method="Agent-Replan", kind="llm"):
     task = np.asarray(task)
-    return sim_run.SimRun(method=method, bench="taskgraph", kind=kind, task=task, task_index=task,
-                          seed=np.asarray(seed), H=np.asarray(tasks["horizon"])[task],
-                          records=jax.tree_util.tree_map(np.asarray, rec), seconds=0.0)
+    return sim_run.SimRun(
+        method=method,
+        bench="taskgraph",
+        kind=kind,
+        task=task,
+        task_index=task,
+        seed=np.asarray(seed),
+        gilp_hallucinate=np.asarray(tasks["horizon"])[task],
+        records=jax.tree_util.tree_map(np.asarray, rec),
+        seconds=0.0,
+    )
 
 
 def test_determinism_events_and_single_trace():
     (_, rec1), task, seed = _episodes(AGENT_FN, TG_TASKS)
     (_, rec2), _, _ = _episodes(AGENT_FN, TG_TASKS)
-    jax.tree_util.tree_map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)),
-                           rec1, rec2)
+    jax.tree_util.tree_map(
+        lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), rec1, rec2
+    )
     (_, rec3), _, _ = _episodes(AGENT_FN, TG_TASKS, root=1)
-    assert not all(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True)
-                   for a, b in zip(jax.tree_util.tree_leaves(rec1), jax.tree_util.tree_leaves(rec3)))
+    assert not all(
+        np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True)
+        for a, b in zip(jax.tree_util.tree_leaves(rec1), jax.tree_util.tree_leaves(rec3))
+    )
     # Other tasks of the same shapes: no retrace (assert_max_traces(n=1) would raise).
     _episodes(AGENT_FN, _tasks("taskgraph", 4, start=4))
     # Event rows validate, group into complete episodes and feed every metric.
@@ -355,14 +414,27 @@ def test_determinism_events_and_single_trace():
     summary = metrics.summarise(rows)["Agent-Replan"]
     assert summary["episodes"] == 8 and summary["calls_step"] >= 1.0
     assert summary["pd"] is None or summary["pd"] >= 0.0
-    assert events.dumps_row(rows[0]) == events.dumps_row(sim_run.records_to_events(
-        _as_run(rec2, task, seed, TG_TASKS))[0])
+    assert events.dumps_row(rows[0]) == events.dumps_row(
+        sim_run.records_to_events(_as_run(rec2, task, seed, TG_TASKS))[0]
+    )
 
 
 # --- GILP's gates with a perfect-label backbone (agent phase on real TaskGraph states) ---------
 
-GATE_PARAMS = dict(c_tg=1.0, h0=1.0, h1=0.0, h2=0.0, kappa_delta=0.0, p_two=0.0, p_parse=0.0,
-                   eta_ground=0.0, eta_in=0.0, eta_value=0.0, eta_val=0.0, eta_risk=0.0)
+GATE_PARAMS = dict(
+    c_tg=1.0,
+    h0=1.0,
+    h1=0.0,
+    h2=0.0,
+    kappa_delta=0.0,
+    p_two=0.0,
+    p_parse=0.0,
+    eta_ground=0.0,
+    eta_in=0.0,
+    eta_value=0.0,
+    eta_val=0.0,
+    eta_risk=0.0,
+)
 TG_STATES = graph_from_np(TG_TASKS)
 
 
@@ -374,21 +446,39 @@ def _agent_phase_fn(names):
     """One jitted function: for each method, vmap over states of vmap over keys of the agent phase
     with the perfect backbone, plus the draft's base atoms and its hallucination flags (from the
     true support). Returns {name: outputs}."""
+
     def one(method, key, g, params):
         out = sim_agent.agent_phase(key, g, g.status, method, params, PERFECT, TG, CFG)
         a = out["acts"][out["draft_index"]]
         modal = common.modal(TG, common.observe(g), a).status
         supp = common.support(TG, g, a)
-        keep = ("draft", "committed", "cons", "cons_after", "corrected", "risk_fired", "event",
-                "rho_hat", "rho_eff", "parsed")
-        return {**{k: out[k] for k in keep}, "base": jnp.where(modal != g.status, modal, -1),
-                "draft_halluc": sim_agent.hallucinated(out["draft"], supp)}
+        keep = (
+            "draft",
+            "committed",
+            "cons",
+            "cons_after",
+            "corrected",
+            "risk_fired",
+            "event",
+            "rho_hat",
+            "rho_eff",
+            "parsed",
+        )
+        return {
+            **{k: out[k] for k in keep},
+            "base": jnp.where(modal != g.status, modal, -1),
+            "draft_halluc": sim_agent.hallucinated(out["draft"], supp),
+        }
 
     def run(key_data, states, params):
         # Every method gets the same keys (wrapped afresh from raw data: no key reuse).
-        return {name: jax.vmap(jax.vmap(lambda k, g: one(methods.get_method(name), k, g, params),
-                                        in_axes=(0, None)))(jax.random.wrap_key_data(key_data),
-                                                            states) for name in names}
+        return {
+            name: jax.vmap(
+                jax.vmap(lambda k, g: one(methods.get_method(name), k, g, params), in_axes=(0, None))
+            )(jax.random.wrap_key_data(key_data), states)
+            for name in names
+        }
+
     return jax.jit(run)
 
 
@@ -410,19 +500,21 @@ def _type_params(kind: str):
 def test_gate_detects_wrong_entity_and_false_completion_but_not_wrong_value():
     for kind in ("we", "fc", "val"):
         out = _phase(_type_params(kind))
-        touched = out["event"] & (out["draft"] != out["base"]).any(-1)   # an atom was added/moved
+        touched = out["event"] & (out["draft"] != out["base"]).any(-1)  # an atom was added/moved
         assert touched.sum() >= 20, kind
         assert out["draft_halluc"][touched].any(-1).mean() > 0.7, kind
         cons, corrected = out["cons"][touched], out["corrected"][touched]
-        if kind == "we":        # the change-set moved: cons = 0 < τ_low, a correction is issued
+        if kind == "we":  # the change-set moved: cons = 0 < τ_low, a correction is issued
             assert (cons < 0.30).all() and corrected.all()
-        elif kind == "fc":      # an extra node: S ⊋ Ŝ, so cons ≤ 1/2 < τ_high (flagged, ρ̂ doubled)
+        elif kind == "fc":  # an extra node: S ⊋ Ŝ, so cons ≤ 1/2 < τ_high (flagged, ρ̂ doubled)
             assert (cons <= 0.5 + 1e-6).all() and (cons < 0.70).all()
             flagged = ~corrected
-            np.testing.assert_allclose(out["rho_eff"][touched][flagged],
-                                       np.minimum(1.0, 2.0 * out["rho_hat"][touched][flagged]),
-                                       rtol=1e-6)
-        else:                   # same change-set, other status: Jaccard cannot see it
+            np.testing.assert_allclose(
+                out["rho_eff"][touched][flagged],
+                np.minimum(1.0, 2.0 * out["rho_hat"][touched][flagged]),
+                rtol=1e-6,
+            )
+        else:  # same change-set, other status: Jaccard cannot see it
             assert (cons == 1.0).all() and not corrected.any()
     # With no hallucination at all the perfect backbone always agrees.
     clean = _phase(sim_params.default_params(**{**GATE_PARAMS, "h0": 0.0}))
@@ -430,8 +522,9 @@ def test_gate_detects_wrong_entity_and_false_completion_but_not_wrong_value():
 
 
 def test_revision_adopts_the_backbone_atoms():
-    out = _phase(sim_params.default_params(**GATE_PARAMS, beta=1.0, pi_fc=0.0, pi_we=1.0,
-                                           pi_dep=0.0, pi_val=0.0))
+    out = _phase(
+        sim_params.default_params(**GATE_PARAMS, beta=1.0, pi_fc=0.0, pi_we=1.0, pi_dep=0.0, pi_val=0.0)
+    )
     fixed = out["corrected"]
     assert fixed.sum() >= 20
     # An aligned revision of a valid draft commits exactly the true (perfect backbone) delta.
@@ -442,7 +535,7 @@ def test_revision_adopts_the_backbone_atoms():
 def test_ablation_behaviours():
     params = sim_params.default_params(h0=0.5, c_tg=0.6, p_parse=0.0)
     out = _phase(params, seed=3, name=None)
-    band = out["GILP-NoRiskGate"]          # GILP's Phase 3: corrects iff cons < τ_low
+    band = out["GILP-NoRiskGate"]  # GILP's Phase 3: corrects iff cons < τ_low
     assert band["corrected"].any() and not band["corrected"].all()
     np.testing.assert_array_equal(band["corrected"], band["cons"] < 0.30)
     # NoRiskGate: Phase 4 never fires.
@@ -458,6 +551,7 @@ def test_ablation_behaviours():
 
 # --- no information leak -----------------------------------------------------------------------
 
+
 def test_agent_reads_only_the_observable_state():
     """RepairFlow OOD tasks carry hidden faults and latent faults: scrambling every hidden field
     changes nothing the simulated agent (choice, imagined delta) produces. (Phase 1 zeroes
@@ -465,8 +559,9 @@ def test_agent_reads_only_the_observable_state():
     rf = registry.get("repairflow")
     tasks = _tasks("repairflow", 3, split="test_ood")
     g = graph_from_np(tasks)
-    scrambled = g.replace(hidden=jnp.asarray(
-        np.random.default_rng(0).integers(0, 2, size=tasks["hidden"].shape), jnp.int8))
+    scrambled = g.replace(
+        hidden=jnp.asarray(np.random.default_rng(0).integers(0, 2, size=tasks["hidden"].shape), jnp.int8)
+    )
     params = sim_params.default_params(h0=0.5, c_tg=0.5)
 
     def one(key, g):
@@ -491,9 +586,8 @@ def _smoke(bench_name: str):
     model = make_backbone("MPNN", jax.random.key(0))
     rows = []
     for name in SMOKE_METHODS:
-        run = sim_run.run_simulated(name, bench, model, tasks, seeds=(0, 1),
-                                    root_key=jax.random.key(0))
-        assert run.records.active.shape == (8, C.B_MAX)
+        run = sim_run.run_simulated(name, bench, model, tasks, seeds=(0, 1), root_key=jax.random.key(0))
+        assert run.records.active.shape == (8, gilp_config.B_MAX)
         rows += sim_run.records_to_events(run)
     for row in rows:
         events.validate_row(row)
@@ -506,7 +600,7 @@ def _smoke(bench_name: str):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bench_name", C.BENCHMARKS)
+@pytest.mark.parametrize("bench_name", gilp_config.BENCHMARKS)
 def test_smoke_every_benchmark(bench_name):
     _smoke(bench_name)
 
@@ -518,11 +612,9 @@ def test_traced_flags_and_slot_cuts_give_the_per_method_events():
     root = jax.random.key(5)
     # A method's skeleton k is static: GILP-k1 gets its own compile, not GILP's k = 4.
     k1 = dataclasses.replace(GILP, name="GILP-k1", skeleton_k=1)
-    many = sim_run.run_simulated_many([k1, "Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1),
-                                      root, cfg=CFG)
-    alone = sim_run.run_simulated("GILP", TG, model, TG_TASKS, (0, 1), root, cfg=CFG,
-                                  compact=False)
-    assert sim_run.slot_cut(TG, graph_from_np(TG_TASKS), True) != (C.N_MAX, C.A_MAX)
+    many = sim_run.run_simulated_many([k1, "Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1), root, cfg=CFG)
+    alone = sim_run.run_simulated("GILP", TG, model, TG_TASKS, (0, 1), root, cfg=CFG, compact=False)
+    assert sim_run.slot_cut(TG, graph_from_np(TG_TASKS), True) != (gilp_config.N_MAX, gilp_config.A_MAX)
     assert [r.method for r in many] == ["GILP-k1", "Hybrid-Full", "GILP"]  # the order given
     assert sim_run.records_to_events(many[2]) == sim_run.records_to_events(alone)
     assert sim_run.records_to_events(many[1]) != sim_run.records_to_events(alone)
@@ -539,14 +631,19 @@ def test_traced_flags_sweep_equals_run_simulated_many_per_set():
     last one padded."""
     model = make_backbone("MPNN", jax.random.key(0))
     root = jax.random.key(5)
-    many = sim_run.run_simulated_many(["Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1), root,
-                                      cfg=CFG)
-    sweep = sim_run.run_simulated_sweep(["Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1),
-                                        root, SWEEP_SETS, CFG, episode_chunk=32)
+    many = sim_run.run_simulated_many(["Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1), root, cfg=CFG)
+    sweep = sim_run.run_simulated_sweep(
+        ["Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1), root, SWEEP_SETS, CFG, episode_chunk=32
+    )
     assert len(sweep) == len(SWEEP_SETS)
     for p, params in enumerate(SWEEP_SETS):
-        reference = many if p == 0 else sim_run.run_simulated_many(
-            ["Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1), root, params, CFG)
+        reference = (
+            many
+            if p == 0
+            else sim_run.run_simulated_many(
+                ["Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1), root, params, CFG
+            )
+        )
         for got, want in zip(sweep[p], reference, strict=True):
             _assert_same_run(got, want, f"set {p}")
     _assert_sets_differ([runs[1] for runs in sweep])
@@ -554,9 +651,11 @@ def test_traced_flags_sweep_equals_run_simulated_many_per_set():
 
 # --- parameter sweeps: every set in the same compiled calls, equal to separate runs -----------
 
-SWEEP_SETS = (sim_params.SimParams(),
-              sim_params.default_params(h0=0.4, c_tg=0.7, eta_ground=0.9),
-              sim_params.default_params(q_rec=0.0, t_slip=1.5, h2=0.2, kappa_delta=0.9))
+SWEEP_SETS = (
+    sim_params.SimParams(),
+    sim_params.default_params(h0=0.4, c_tg=0.7, eta_ground=0.9),
+    sim_params.default_params(q_rec=0.0, t_slip=1.5, h2=0.2, kappa_delta=0.9),
+)
 
 
 def _assert_same_run(got: sim_run.SimRun, want: sim_run.SimRun, what: str) -> None:
@@ -566,17 +665,21 @@ def _assert_same_run(got: sim_run.SimRun, want: sim_run.SimRun, what: str) -> No
     assert got.records.active.shape == want.records.active.shape, what
     for name in sim_agent.StepRecord._fields:
         a, b = getattr(got.records, name), getattr(want.records, name)
-        assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), \
+        assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), (
             f"{what} ({got.method}): StepRecord.{name} differs"
+        )
 
 
 def _assert_sets_differ(runs: list[sim_run.SimRun]) -> None:
     """The sets play different episodes, so a set matched with another's records would fail."""
     for i in range(len(runs)):
         for j in range(i + 1, len(runs)):
-            assert not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(
-                jax.tree_util.tree_leaves(runs[i].records),
-                jax.tree_util.tree_leaves(runs[j].records))), (i, j)
+            assert not all(
+                np.array_equal(a, b, equal_nan=True)
+                for a, b in zip(
+                    jax.tree_util.tree_leaves(runs[i].records), jax.tree_util.tree_leaves(runs[j].records)
+                )
+            ), (i, j)
 
 
 def test_sweep_equals_separate_runs_set_by_set():
@@ -585,8 +688,9 @@ def test_sweep_equals_separate_runs_set_by_set():
     3 x 6 episodes across set boundaries (and pads the last chunk)."""
     tasks = _tasks("taskgraph", 3)
     root = jax.random.key(0)
-    sweep = sim_run.run_simulated_sweep(["Agent-Replan", "Oracle"], TG, None, tasks, (0, 1), root,
-                                        SWEEP_SETS, CFG, episode_chunk=8)
+    sweep = sim_run.run_simulated_sweep(
+        ["Agent-Replan", "Oracle"], TG, None, tasks, (0, 1), root, SWEEP_SETS, CFG, episode_chunk=8
+    )
     assert len(sweep) == len(SWEEP_SETS)
     assert all([r.method for r in runs] == ["Agent-Replan", "Oracle"] for runs in sweep)
     for p, params in enumerate(SWEEP_SETS):

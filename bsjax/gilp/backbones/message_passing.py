@@ -11,7 +11,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.backbones.layers import MLP2, BackboneOut, Dense, Heads, xavier_uniform
 from bsjax.gilp.features import N_FEATURES, GraphInputs, full_features
 
@@ -116,7 +116,7 @@ class MPNNLayer(eqx.Module):
         recv = h @ w_recv.T                                         # [N, d] as receiver
         type_proj = edge_table @ w_edge.T                           # [8, d]
         # The edge list: edge e runs src[e] -> dst[e] with type flat[index[e]].
-        e_max = min(C.E_MAX, n * n)
+        e_max = min(config.E_MAX, n * n)
         flat = etype.reshape(-1)
         (index,) = jnp.nonzero(flat >= 0, size=e_max, fill_value=0)
         present = (jnp.arange(e_max) < jnp.sum(flat >= 0)).astype(h.dtype)[:, None]   # [E, 1]
@@ -145,7 +145,7 @@ class MPNN(eqx.Module):
     def __init__(self, key: jax.Array, d_h: int = D_H):
         k_enc, k_edge, k1, k2, k_heads = jax.random.split(key, 5)
         self.encoder = Dense(N_FEATURES, d_h, k_enc)
-        self.edge_table = xavier_uniform(k_edge, (C.N_EDGE_TYPES, EDGE_EMBED))
+        self.edge_table = xavier_uniform(k_edge, (config.N_EDGE_TYPES, EDGE_EMBED))
         self.layers = (MPNNLayer(d_h, k1), MPNNLayer(d_h, k2))
         self.heads = Heads(d_h, k_heads)
 

@@ -10,13 +10,13 @@ callers vmap over candidates and tasks.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.types import Graph, StepInfo
 
 Action = jax.Array  # [3] int32 (kind, i, j); j = -1 unless the action has a second argument
@@ -58,10 +58,10 @@ class Bench:
 
     @property
     def kinds(self) -> tuple[str, str, str]:
-        return C.ACTION_KINDS[self.name]
+        return config.ACTION_KINDS[self.name]
 
 
-STATUS_RANK = jnp.asarray(C.STATUS_RANK, jnp.int32)
+STATUS_RANK = jnp.asarray(config.STATUS_RANK, jnp.int32)
 
 
 def direction(before: jax.Array, after: jax.Array) -> jax.Array:
@@ -75,8 +75,8 @@ def direction(before: jax.Array, after: jax.Array) -> jax.Array:
 # The fallback ladder for directions the benchmark's table does not list (spec §2.1), indexed
 # [dir index (0 = -1, 1 = +1), from status] -> to status.
 FALLBACK_LADDER = np.array([
-    [C.FAILED, C.PENDING, C.PENDING, C.FAILED, C.PENDING],       # -1
-    [C.ACTIVE, C.COMPLETED, C.SKIPPED, C.PENDING, C.SKIPPED],    # +1
+    [config.FAILED, config.PENDING, config.PENDING, config.FAILED, config.PENDING],       # -1
+    [config.ACTIVE, config.COMPLETED, config.SKIPPED, config.PENDING, config.SKIPPED],    # +1
 ], np.int8)
 
 
@@ -86,7 +86,7 @@ def decode_table(entries: list[tuple[int, int, int, int, int]]) -> np.ndarray:
     Args:
       entries: `(kind, role, from_status, dir, to_status)` rows, dir in {-1, +1}.
     """
-    table = np.full((3, 3, C.N_STATUS, 2), -1, np.int8)
+    table = np.full((3, 3, config.N_STATUS, 2), -1, np.int8)
     for kind, role, before, sign, after in entries:
         table[kind, role, before, (sign + 1) // 2] = after
     return table
@@ -114,11 +114,11 @@ def decode_with_table(table: np.ndarray, status: jax.Array, roles: jax.Array, ki
     return jnp.where(dirs == 0, status, moved).astype(jnp.int8)
 
 
-def roles_of(action: Action, n: int = C.N_MAX) -> jax.Array:
+def roles_of(action: Action, n: int = config.N_MAX) -> jax.Array:
     """`[N]` int32 role of each node for an action: arg1, arg2 or other."""
     ids = jnp.arange(n)
-    return jnp.where(ids == action[1], C.ROLE_ARG1,
-                     jnp.where((ids == action[2]) & (action[2] >= 0), C.ROLE_ARG2, C.ROLE_OTHER))
+    return jnp.where(ids == action[1], config.ROLE_ARG1,
+                     jnp.where((ids == action[2]) & (action[2] >= 0), config.ROLE_ARG2, config.ROLE_OTHER))
 
 
 def per_node_candidates(g: Graph) -> tuple[jax.Array, jax.Array]:
@@ -131,9 +131,9 @@ def per_node_candidates(g: Graph) -> tuple[jax.Array, jax.Array]:
     """
     n = g.status.shape[0]
     real = jnp.tile(g.nmask, 3)  # flat slot kind·N + i
-    (slots,) = jnp.nonzero(real, size=C.A_MAX, fill_value=0)
-    amask = jnp.arange(C.A_MAX) < jnp.sum(real)
-    acts = jnp.stack([slots // n, slots % n, jnp.full(C.A_MAX, -1)], axis=-1)
+    (slots,) = jnp.nonzero(real, size=config.A_MAX, fill_value=0)
+    amask = jnp.arange(config.A_MAX) < jnp.sum(real)
+    acts = jnp.stack([slots // n, slots % n, jnp.full(config.A_MAX, -1)], axis=-1)
     return jnp.where(amask[:, None], acts, -1).astype(jnp.int32), amask
 
 
@@ -172,7 +172,7 @@ def select_graph(pred: jax.Array, on_true: Graph, on_false: Graph) -> Graph:
 
 def goals_done(g: Graph) -> jax.Array:
     """`[]` bool: every goal node is COMPLETED."""
-    return jnp.all(~g.goal | (g.status == C.COMPLETED))
+    return jnp.all(~g.goal | (g.status == config.COMPLETED))
 
 
 def modal(bench: Bench, g: Graph, a: Action) -> Graph:
@@ -184,7 +184,7 @@ def modal(bench: Bench, g: Graph, a: Action) -> Graph:
 def support(bench: Bench, g: Graph, a: Action) -> jax.Array:
     """`[N, 5]` bool: the statuses each node can have after the action with nonzero probability."""
     g_succ, g_fail, q = bench.branches(g, a)
-    one_hot = lambda s: jax.nn.one_hot(s.astype(jnp.int32), C.N_STATUS, dtype=bool)  # noqa: E731
+    one_hot = lambda s: jax.nn.one_hot(s.astype(jnp.int32), config.N_STATUS, dtype=bool)  # noqa: E731
     return (one_hot(g_succ.status) & (q < 1)) | (one_hot(g_fail.status) & (q > 0))
 
 

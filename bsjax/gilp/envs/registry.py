@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.envs.common import Bench
 
 
@@ -17,5 +17,5 @@ def get(name: str) -> Bench:
     elif name == "repairflow":
         from bsjax.gilp.envs.repairflow import BENCH
     else:
-        raise ValueError(f"unknown benchmark {name!r} (choose from {', '.join(C.BENCHMARKS)})")
+        raise ValueError(f"unknown benchmark {name!r} (choose from {', '.join(config.BENCHMARKS)})")
     return BENCH

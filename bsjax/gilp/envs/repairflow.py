@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.envs import common
 from bsjax.gilp.types import Graph, ancestor_closure_np, empty_graph_np
 
@@ -30,12 +30,12 @@ Q_BLIND = 0.6  # blind repair of an undiagnosed fault fails w.p. 0.6
 
 
 def _is_component(g: Graph) -> jax.Array:
-    return g.nmask & (g.ntype == C.COMPONENT)
+    return g.nmask & (g.ntype == config.COMPONENT)
 
 
 def _fields(hidden: jax.Array) -> tuple[jax.Array, ...]:
     """`hidden [N, 5]` int8 -> five `[N]` bool fields (fault, latent, diagnosed, checked, isolated)."""
-    return tuple(hidden[:, k] > 0 for k in range(C.N_HIDDEN))
+    return tuple(hidden[:, k] > 0 for k in range(config.N_HIDDEN))
 
 
 def _symptomatic(g: Graph, fault: jax.Array, isolated: jax.Array) -> jax.Array:
@@ -48,11 +48,11 @@ def _derive_status(g: Graph, fault, diagnosed, checked, isolated) -> jax.Array:
     """`[N]` int8 statuses derived from the hidden fields (spec §2.5; `checked` already cleared
     on symptomatic nodes)."""
     symptomatic = _symptomatic(g, fault, isolated)
-    status = jnp.where(isolated, C.SKIPPED,
-                       jnp.where(fault & diagnosed, C.ACTIVE,
-                                 jnp.where(symptomatic, C.FAILED,
-                                           jnp.where(checked, C.COMPLETED, C.PENDING))))
-    return jnp.where(g.nmask, status, C.PENDING).astype(jnp.int8)
+    status = jnp.where(isolated, config.SKIPPED,
+                       jnp.where(fault & diagnosed, config.ACTIVE,
+                                 jnp.where(symptomatic, config.FAILED,
+                                           jnp.where(checked, config.COMPLETED, config.PENDING))))
+    return jnp.where(g.nmask, status, config.PENDING).astype(jnp.int8)
 
 
 def _settle(g: Graph, fault, latent, diagnosed, checked, isolated) -> Graph:
@@ -82,27 +82,27 @@ def candidates(g: Graph) -> tuple[jax.Array, jax.Array]:
       acts: `[A, 3]` int32 (kind, i, -1); padding slots are (-1, -1, -1).
       amask: `[A]` bool real candidates.
     """
-    n = C.N_MAX
+    n = config.N_MAX
     ids = jnp.arange(n, dtype=jnp.int32)
     is_comp = _is_component(g)
     real = jnp.tile(is_comp, 3)
-    (slots,) = jnp.nonzero(real, size=C.A_MAX, fill_value=0)
-    amask = jnp.arange(C.A_MAX) < jnp.sum(real)
-    acts = jnp.stack([slots // n, jnp.tile(ids, 3)[slots], jnp.full(C.A_MAX, -1)], axis=1)
+    (slots,) = jnp.nonzero(real, size=config.A_MAX, fill_value=0)
+    amask = jnp.arange(config.A_MAX) < jnp.sum(real)
+    acts = jnp.stack([slots // n, jnp.tile(ids, 3)[slots], jnp.full(config.A_MAX, -1)], axis=1)
     return jnp.where(amask[:, None], acts, -1).astype(jnp.int32), amask
 
 
 def valid(g: Graph, a: jax.Array) -> jax.Array:
     """`[]` bool: the action's precondition holds (spec §2.5 rules table)."""
     kind, i = a[0], a[1]
-    node = jnp.clip(i, 0, C.N_MAX - 1)
+    node = jnp.clip(i, 0, config.N_MAX - 1)
     s = g.status[node]
-    diagnose_ok = (s == C.PENDING) | (s == C.FAILED)
-    repair_ok = (s == C.ACTIVE) | (s == C.FAILED)
-    isolate_ok = ~g.goal[node] & (s != C.SKIPPED)
+    diagnose_ok = (s == config.PENDING) | (s == config.FAILED)
+    repair_ok = (s == config.ACTIVE) | (s == config.FAILED)
+    isolate_ok = ~g.goal[node] & (s != config.SKIPPED)
     ok = jnp.where(kind == DIAGNOSE, diagnose_ok,
                    jnp.where(kind == REPAIR, repair_ok, (kind == ISOLATE) & isolate_ok))
-    return ok & (i >= 0) & (i < C.N_MAX) & _is_component(g)[node]
+    return ok & (i >= 0) & (i < config.N_MAX) & _is_component(g)[node]
 
 
 def branches(g: Graph, a: jax.Array) -> tuple[Graph, Graph, jax.Array]:
@@ -112,8 +112,8 @@ def branches(g: Graph, a: jax.Array) -> tuple[Graph, Graph, jax.Array]:
     the observable estimate of `infer_hidden`."""
     g_in, g = g, _resolve(g)
     kind = a[0]
-    node = jnp.clip(a[1], 0, C.N_MAX - 1)
-    arg = jnp.arange(C.N_MAX) == node
+    node = jnp.clip(a[1], 0, config.N_MAX - 1)
+    arg = jnp.arange(config.N_MAX) == node
     fault, latent, diagnosed, checked, isolated = _fields(g.hidden)
     own_fault = fault[node]
     symptomatic = _symptomatic(g, fault, isolated)
@@ -127,11 +127,11 @@ def branches(g: Graph, a: jax.Array) -> tuple[Graph, Graph, jax.Array]:
     fixed = arg & fault
     g_repair = _settle(g, fault & ~fixed, latent, diagnosed & ~arg, checked | fixed, isolated)
     g_repair_fail = _settle(g, fault, latent, diagnosed & ~arg, checked, isolated)
-    q_repair = jnp.where(g.status[node] == C.ACTIVE, g.attr[node, A_QREPAIR],
+    q_repair = jnp.where(g.status[node] == config.ACTIVE, g.attr[node, A_QREPAIR],
                          jnp.where(own_fault, Q_BLIND, 1.0))
 
     # isolate: contains the node; isolating a fault wakes its latent children.
-    child = g.etype[node] == C.PROPAGATES
+    child = g.etype[node] == config.PROPAGATES
     woken = child & latent & own_fault
     g_isolate = _settle(g, fault | woken, latent & ~woken, diagnosed, checked, isolated | arg)
 
@@ -153,13 +153,13 @@ def _distance(g: Graph, fault: jax.Array, latent: jax.Array, isolated: jax.Array
     goal = g.goal & g.nmask
     feeds_goal = jnp.any(g.anc & goal[None, :], axis=1)  # ancestor-or-self of some goal
     faults = fault & ~isolated & g.nmask & feeds_goal
-    unverified = goal & (g.status != C.COMPLETED) & ~faults
-    children = g.etype == C.PROPAGATES
+    unverified = goal & (g.status != config.COMPLETED) & ~faults
+    children = g.etype == config.PROPAGATES
     latent_children = jnp.sum(children & (latent & feeds_goal)[None, :], axis=1, dtype=jnp.int32)
-    fix = 2 - (g.status == C.ACTIVE).astype(jnp.int32)  # (diagnose,) repair
+    fix = 2 - (g.status == config.ACTIVE).astype(jnp.int32)  # (diagnose,) repair
     cost = jnp.where(goal, fix, jnp.minimum(fix, 1 + latent_children))  # or isolate
     total = jnp.sum(unverified, dtype=jnp.int32) + jnp.sum(jnp.where(faults, cost, 0))
-    return jnp.minimum(total, C.UNSOLV).astype(jnp.int32)
+    return jnp.minimum(total, config.UNSOLV).astype(jnp.int32)
 
 
 def dstar(g: Graph) -> jax.Array:
@@ -173,15 +173,15 @@ def dstar(g: Graph) -> jax.Array:
 def inferred_faults(g: Graph) -> jax.Array:
     """`[N]` bool faults as the agent sees them: FAILED/ACTIVE nodes with no FAILED/ACTIVE proper
     ancestor. Reads statuses and `anc` only."""
-    broken = g.nmask & ((g.status == C.FAILED) | (g.status == C.ACTIVE))
-    proper_anc = g.anc & ~jnp.eye(C.N_MAX, dtype=bool)
+    broken = g.nmask & ((g.status == config.FAILED) | (g.status == config.ACTIVE))
+    proper_anc = g.anc & ~jnp.eye(config.N_MAX, dtype=bool)
     return broken & ~jnp.any(proper_anc & broken[:, None], axis=0)
 
 
 def dstar_obs(g: Graph) -> jax.Array:
     """`[]` int32 the distance with latent ≡ 0 and inferred faults; never reads `hidden`."""
-    no = jnp.zeros(C.N_MAX, bool)
-    return _distance(g, inferred_faults(g), no, g.status == C.SKIPPED)
+    no = jnp.zeros(config.N_MAX, bool)
+    return _distance(g, inferred_faults(g), no, g.status == config.SKIPPED)
 
 
 def infer_hidden(g: Graph) -> Graph:
@@ -190,21 +190,27 @@ def infer_hidden(g: Graph) -> Graph:
     isolated = SKIPPED). On states that satisfy the fault invariant the rules applied to it
     reproduce every observable transition except latent activation."""
     status = g.status
-    fault = inferred_faults(g) | (status == C.ACTIVE)
-    hidden = jnp.stack([fault, jnp.zeros_like(fault), status == C.ACTIVE, status == C.COMPLETED,
-                        status == C.SKIPPED], axis=1) & g.nmask[:, None]
+    fault = inferred_faults(g) | (status == config.ACTIVE)
+    hidden = jnp.stack([fault, jnp.zeros_like(fault), status == config.ACTIVE, status == config.COMPLETED,
+                        status == config.SKIPPED], axis=1) & g.nmask[:, None]
     return g.replace(hidden=hidden.astype(jnp.int8))
 
 
-DECODE_TABLE = common.decode_table([
-    (DIAGNOSE, C.ROLE_ARG1, C.FAILED, +1, C.ACTIVE),
-    (DIAGNOSE, C.ROLE_ARG1, C.PENDING, +1, C.COMPLETED),
-    (REPAIR, C.ROLE_ARG1, C.ACTIVE, +1, C.COMPLETED),
-    (REPAIR, C.ROLE_ARG1, C.ACTIVE, -1, C.FAILED),
-    (REPAIR, C.ROLE_ARG1, C.FAILED, +1, C.COMPLETED),
-    (REPAIR, C.ROLE_OTHER, C.FAILED, +1, C.PENDING),
-] + [(ISOLATE, C.ROLE_ARG1, s, +1, C.SKIPPED) for s in (C.PENDING, C.ACTIVE, C.COMPLETED, C.FAILED)]
-  + [(ISOLATE, C.ROLE_OTHER, C.FAILED, +1, C.PENDING)])
+DECODE_TABLE = common.decode_table(
+    [
+        (DIAGNOSE, config.ROLE_ARG1, config.FAILED, +1, config.ACTIVE),
+        (DIAGNOSE, config.ROLE_ARG1, config.PENDING, +1, config.COMPLETED),
+        (REPAIR, config.ROLE_ARG1, config.ACTIVE, +1, config.COMPLETED),
+        (REPAIR, config.ROLE_ARG1, config.ACTIVE, -1, config.FAILED),
+        (REPAIR, config.ROLE_ARG1, config.FAILED, +1, config.COMPLETED),
+        (REPAIR, config.ROLE_OTHER, config.FAILED, +1, config.PENDING),
+    ]
+    + [
+        (ISOLATE, config.ROLE_ARG1, s, +1, config.SKIPPED)
+        for s in (config.PENDING, config.ACTIVE, config.COMPLETED, config.FAILED)
+    ]
+    + [(ISOLATE, config.ROLE_OTHER, config.FAILED, +1, config.PENDING)]
+)
 
 
 def decode(g: Graph, a: jax.Array, dirs: jax.Array) -> jax.Array:
@@ -215,44 +221,48 @@ def decode(g: Graph, a: jax.Array, dirs: jax.Array) -> jax.Array:
 # ---------------------------------------------------------------------------------------------
 # Host side
 
+
 def explain(graph: dict, action: tuple) -> list[str]:
     """Observable reasons an action is invalid or futile (spec §5.1 templates); never reads
     `hidden`."""
     kind, i, _ = (int(x) for x in action)
     status = np.asarray(graph["status"])
     anc = np.asarray(graph["anc"])
-    name = C.STATUS_NAMES[int(status[i])]
-    broken = np.asarray(graph["nmask"]) & np.isin(status, (C.FAILED, C.ACTIVE))
+    name = config.STATUS_NAMES[int(status[i])]
+    broken = np.asarray(graph["nmask"]) & np.isin(status, (config.FAILED, config.ACTIVE))
     upstream = [u for u in np.flatnonzero(anc[:, i] & broken) if u != i]
     # The topmost broken ancestor is the inferred root cause.
     roots = [u for u in upstream if not any(anc[w, u] and w != u for w in upstream)]
-    upstream_line = (f"{C.node_name(i)} has an unresolved upstream failure "
-                     f"({C.node_name(roots[0])} failed)" if roots else None)
+    upstream_line = (
+        f"{config.node_name(i)} has an unresolved upstream failure ({config.node_name(roots[0])} failed)"
+        if roots
+        else None
+    )
     reasons: list[str] = []
     if kind == DIAGNOSE:
-        if status[i] not in (C.PENDING, C.FAILED):
-            reasons.append(f"{C.node_name(i)} is {name}, not pending or failed")
-        elif status[i] == C.FAILED and upstream_line:
+        if status[i] not in (config.PENDING, config.FAILED):
+            reasons.append(f"{config.node_name(i)} is {name}, not pending or failed")
+        elif status[i] == config.FAILED and upstream_line:
             reasons.append(upstream_line)
     elif kind == REPAIR:
-        if status[i] not in (C.ACTIVE, C.FAILED):
-            reasons.append(f"{C.node_name(i)} is {name}, not active or failed")
-        elif status[i] == C.FAILED:
-            reasons.append(upstream_line or f"{C.node_name(i)} is failed, not active (undiagnosed)")
+        if status[i] not in (config.ACTIVE, config.FAILED):
+            reasons.append(f"{config.node_name(i)} is {name}, not active or failed")
+        elif status[i] == config.FAILED:
+            reasons.append(upstream_line or f"{config.node_name(i)} is failed, not active (undiagnosed)")
     elif kind == ISOLATE:
         if bool(np.asarray(graph["goal"])[i]):
-            reasons.append(f"{C.node_name(i)} is a goal node and cannot be isolated")
-        elif status[i] == C.SKIPPED:
-            reasons.append(f"{C.node_name(i)} is skipped, not pending, active, completed or failed")
+            reasons.append(f"{config.node_name(i)} is a goal node and cannot be isolated")
+        elif status[i] == config.SKIPPED:
+            reasons.append(f"{config.node_name(i)} is skipped, not pending, active, completed or failed")
     return reasons
 
 
 def _params(split: str) -> dict:
     if split == "test_ood":
-        return dict(nodes=(8, 16), depth=6, goals=(3, 6), faults=(2, 4), latents=(1, 2),
-                    q_repair=Q_REPAIR["ood"])
-    return dict(nodes=(6, 12), depth=4, goals=(2, 5), faults=(1, 3), latents=(0, 0),
-                q_repair=Q_REPAIR["id"])
+        return dict(
+            nodes=(8, 16), depth=6, goals=(3, 6), faults=(2, 4), latents=(1, 2), q_repair=Q_REPAIR["ood"]
+        )
+    return dict(nodes=(6, 12), depth=4, goals=(2, 5), faults=(1, 3), latents=(0, 0), q_repair=Q_REPAIR["id"])
 
 
 def _draw(rng: np.random.Generator, bounds: tuple[int, int]) -> int:
@@ -306,22 +316,32 @@ def sample_task(rng: np.random.Generator, split: str) -> dict:
     ids = rng.permutation(n)  # ids[v] = node id of creation-order node v
     arrays = empty_graph_np()
     arrays["nmask"][:n] = True
-    arrays["ntype"][ids] = C.COMPONENT
+    arrays["ntype"][ids] = config.COMPONENT
     arrays["goal"][ids] = goal
     arrays["attr"][ids, A_DEPTH] = depth / 6.0
     arrays["attr"][ids, A_LEAF] = leaf
     arrays["attr"][ids, A_QREPAIR] = p["q_repair"]
     for v in range(n):
         if parent[v] >= 0:
-            arrays["etype"][ids[parent[v]], ids[v]] = C.PROPAGATES
+            arrays["etype"][ids[parent[v]], ids[v]] = config.PROPAGATES
     hidden = np.stack([fault, latent, np.zeros(n, bool), checked, np.zeros(n, bool)], axis=1)
     arrays["hidden"][ids] = hidden
-    arrays["status"][ids] = np.where(symptomatic, C.FAILED,
-                                     np.where(checked, C.COMPLETED, C.PENDING))
+    arrays["status"][ids] = np.where(
+        symptomatic, config.FAILED, np.where(checked, config.COMPLETED, config.PENDING)
+    )
     arrays["anc"] = ancestor_closure_np(arrays["etype"], arrays["nmask"])
     return arrays
 
 
-BENCH = common.Bench(name="repairflow", candidates=candidates, valid=valid, branches=branches,
-                     sample=sample, dstar=dstar, dstar_obs=dstar_obs, decode=decode,
-                     explain=explain, sample_task=sample_task)
+BENCH = common.Bench(
+    name="repairflow",
+    candidates=candidates,
+    valid=valid,
+    branches=branches,
+    sample=sample,
+    dstar=dstar,
+    dstar_obs=dstar_obs,
+    decode=decode,
+    explain=explain,
+    sample_task=sample_task,
+)

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.envs import common
 from bsjax.gilp.types import Graph, ancestor_closure_np, empty_graph_np
 
@@ -29,11 +29,11 @@ P_FAIL = {"id": 0.05, "ood": 0.10}
 # Observable helpers (all `[N]` unless stated)
 
 def _is_resource(g: Graph) -> jax.Array:
-    return g.nmask & (g.ntype == C.RESOURCE)
+    return g.nmask & (g.ntype == config.RESOURCE)
 
 
 def _is_job(g: Graph) -> jax.Array:
-    return g.nmask & (g.ntype == C.JOB)
+    return g.nmask & (g.ntype == config.JOB)
 
 
 def _capacity(g: Graph) -> jax.Array:
@@ -43,7 +43,7 @@ def _capacity(g: Graph) -> jax.Array:
 
 def _load(etype: jax.Array) -> jax.Array:
     """`[N]` int32 number of `assigned` edges out of each node."""
-    return jnp.sum(etype == C.ASSIGNED, axis=1, dtype=jnp.int32)
+    return jnp.sum(etype == config.ASSIGNED, axis=1, dtype=jnp.int32)
 
 
 def _escalation_resource(g: Graph) -> jax.Array:
@@ -56,13 +56,13 @@ def _refresh(g: Graph) -> Graph:
     is_res = _is_resource(g)
     load = _load(g.etype)
     attr = g.attr.at[:, A_LOAD].set(jnp.where(is_res, load / 3.0, g.attr[:, A_LOAD]))
-    busy = jnp.where(load >= 1, C.ACTIVE, C.PENDING).astype(jnp.int8)
-    status = jnp.where(is_res & (g.status != C.FAILED), busy, g.status)
+    busy = jnp.where(load >= 1, config.ACTIVE, config.PENDING).astype(jnp.int8)
+    status = jnp.where(is_res & (g.status != config.FAILED), busy, g.status)
     return g.replace(attr=attr, status=status)
 
 
 def _in_range(index: jax.Array) -> jax.Array:
-    return (index >= 0) & (index < C.N_MAX)
+    return (index >= 0) & (index < config.N_MAX)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,7 +75,7 @@ def candidates(g: Graph) -> tuple[jax.Array, jax.Array]:
       acts: `[A, 3]` int32 (kind, i, j); padding slots are (-1, -1, -1).
       amask: `[A]` bool real candidates.
     """
-    n = C.N_MAX
+    n = config.N_MAX
     ids = jnp.arange(n, dtype=jnp.int32)
     is_res, is_job = _is_resource(g), _is_job(g)
     # The flat layout [assign (r, j) row-major | release r | escalate j] is already canonical order.
@@ -84,8 +84,8 @@ def candidates(g: Graph) -> tuple[jax.Array, jax.Array]:
     first = jnp.concatenate([pair_r, ids, ids])
     second = jnp.concatenate([pair_j, jnp.full(2 * n, -1)])
     real = jnp.concatenate([(is_res[:, None] & is_job[None, :]).reshape(-1), is_res, is_job])
-    (slots,) = jnp.nonzero(real, size=C.A_MAX, fill_value=0)
-    amask = jnp.arange(C.A_MAX) < jnp.sum(real)
+    (slots,) = jnp.nonzero(real, size=config.A_MAX, fill_value=0)
+    amask = jnp.arange(config.A_MAX) < jnp.sum(real)
     acts = jnp.stack([kind[slots], first[slots], second[slots]], axis=1).astype(jnp.int32)
     return jnp.where(amask[:, None], acts, -1), amask
 
@@ -93,14 +93,14 @@ def candidates(g: Graph) -> tuple[jax.Array, jax.Array]:
 def valid(g: Graph, a: jax.Array) -> jax.Array:
     """`[]` bool: the action's precondition holds (spec §2.4 rules table)."""
     kind, i, j = a[0], a[1], a[2]
-    r, job = jnp.clip(i, 0, C.N_MAX - 1), jnp.clip(j, 0, C.N_MAX - 1)
+    r, job = jnp.clip(i, 0, config.N_MAX - 1), jnp.clip(j, 0, config.N_MAX - 1)
     is_res, is_job = _is_resource(g), _is_job(g)
     load = _load(g.etype)
-    assign_ok = (_in_range(j) & is_res[r] & is_job[job] & (g.status[job] == C.PENDING)
-                 & (g.etype[r, job] == C.CAN_SERVE) & (g.status[r] != C.FAILED)
+    assign_ok = (_in_range(j) & is_res[r] & is_job[job] & (g.status[job] == config.PENDING)
+                 & (g.etype[r, job] == config.CAN_SERVE) & (g.status[r] != config.FAILED)
                  & (load[r] < _capacity(g)[r]))
-    release_ok = is_res[r] & (g.status[r] == C.ACTIVE)
-    escalate_ok = is_job[r] & ((g.status[r] == C.PENDING) | (g.status[r] == C.FAILED))
+    release_ok = is_res[r] & (g.status[r] == config.ACTIVE)
+    escalate_ok = is_job[r] & ((g.status[r] == config.PENDING) | (g.status[r] == config.FAILED))
     ok = jnp.where(kind == ASSIGN, assign_ok,
                    jnp.where(kind == RELEASE, release_ok, (kind == ESCALATE) & escalate_ok))
     return ok & _in_range(i)
@@ -108,30 +108,30 @@ def valid(g: Graph, a: jax.Array) -> jax.Array:
 
 def _release(g: Graph, r: jax.Array, job_outcome: int) -> Graph:
     """Release r with every job on it ending in `job_outcome` (COMPLETED or FAILED)."""
-    on_r = g.etype[r] == C.ASSIGNED
-    rows = jnp.arange(C.N_MAX) == r
-    etype = jnp.where(rows[:, None] & on_r[None, :], jnp.int8(C.CAN_SERVE), g.etype)
+    on_r = g.etype[r] == config.ASSIGNED
+    rows = jnp.arange(config.N_MAX) == r
+    etype = jnp.where(rows[:, None] & on_r[None, :], jnp.int8(config.CAN_SERVE), g.etype)
     status = jnp.where(on_r, jnp.int8(job_outcome), g.status)
     return _refresh(g.replace(status=status, etype=etype))
 
 
 def _release_q(g: Graph, r: jax.Array) -> jax.Array:
     """q(release r) = 1 − Π(1 − p_fail) over the jobs on r."""
-    jobs_on = jnp.sum(g.etype[r] == C.ASSIGNED)
+    jobs_on = jnp.sum(g.etype[r] == config.ASSIGNED)
     return 1.0 - (1.0 - g.attr[r, A_PFAIL]) ** jobs_on
 
 
 def branches(g: Graph, a: jax.Array) -> tuple[Graph, Graph, jax.Array]:
     """`(g_succ, g_fail, q)`; an invalid action gives `(g, g, 0)`. Only release is stochastic."""
     kind = a[0]
-    r, job = jnp.clip(a[1], 0, C.N_MAX - 1), jnp.clip(a[2], 0, C.N_MAX - 1)
-    assigned = _refresh(g.replace(status=g.status.at[job].set(C.ACTIVE),
-                                  etype=g.etype.at[r, job].set(C.ASSIGNED)))
-    released, released_failed = _release(g, r, C.COMPLETED), _release(g, r, C.FAILED)
+    r, job = jnp.clip(a[1], 0, config.N_MAX - 1), jnp.clip(a[2], 0, config.N_MAX - 1)
+    assigned = _refresh(g.replace(status=g.status.at[job].set(config.ACTIVE),
+                                  etype=g.etype.at[r, job].set(config.ASSIGNED)))
+    released, released_failed = _release(g, r, config.COMPLETED), _release(g, r, config.FAILED)
     # escalate(j) has j in slot i; its single home edge moves to e*.
-    home_column = jnp.where(jnp.arange(C.N_MAX) == _escalation_resource(g), C.CAN_SERVE,
-                            C.NO_EDGE).astype(jnp.int8)
-    escalated = _refresh(g.replace(status=g.status.at[r].set(C.PENDING),
+    home_column = jnp.where(jnp.arange(config.N_MAX) == _escalation_resource(g), config.CAN_SERVE,
+                            config.NO_EDGE).astype(jnp.int8)
+    escalated = _refresh(g.replace(status=g.status.at[r].set(config.PENDING),
                                    etype=g.etype.at[:, r].set(home_column)))
     succ = common.select_graph(kind == ASSIGN, assigned,
                                common.select_graph(kind == RELEASE, released, escalated))
@@ -147,9 +147,9 @@ def sample(key: jax.Array, g: Graph, a: jax.Array) -> tuple[Graph, jax.Array]:
     The key is consumed. Returns `(g_next, failed)` with `failed` True when some job failed.
     """
     g_succ, g_fail, _ = branches(g, a)
-    p_job = g.attr[jnp.clip(a[1], 0, C.N_MAX - 1), A_PFAIL]
+    p_job = g.attr[jnp.clip(a[1], 0, config.N_MAX - 1), A_PFAIL]
     # Success and failure branches differ only in the released jobs' statuses.
-    job_fails = jax.random.uniform(key, (C.N_MAX,)) < p_job
+    job_fails = jax.random.uniform(key, (config.N_MAX,)) < p_job
     differs = g_succ.status != g_fail.status
     status = jnp.where(job_fails & differs, g_fail.status, g_succ.status)
     return g_succ.replace(status=status), jnp.any(job_fails & differs)
@@ -159,35 +159,35 @@ def dstar(g: Graph) -> jax.Array:
     """`[]` int32 exact oracle distance (spec §2.4):
     d* = esc + Σ_r [n_r + (g_r + n_r > 0)·⌈(a_r + n_r) / c_r⌉] over non-FAILED resources."""
     is_res, is_job = _is_resource(g), _is_job(g)
-    home = ((g.etype == C.CAN_SERVE) | (g.etype == C.ASSIGNED)) & is_res[:, None] & is_job[None, :]
-    assigned = (g.etype == C.ASSIGNED) & home
-    res_down = is_res & (g.status == C.FAILED)
+    home = ((g.etype == config.CAN_SERVE) | (g.etype == config.ASSIGNED)) & is_res[:, None] & is_job[None, :]
+    assigned = (g.etype == config.ASSIGNED) & home
+    res_down = is_res & (g.status == config.FAILED)
     home_down = jnp.any(home & res_down[:, None], axis=0)
     goal_job = is_job & g.goal
-    pending = g.status == C.PENDING
-    forced = goal_job & ((g.status == C.FAILED) | (pending & home_down))
+    pending = g.status == config.PENDING
+    forced = goal_job & ((g.status == config.FAILED) | (pending & home_down))
     esc = jnp.sum(forced, dtype=jnp.int32)
     a_r = jnp.sum(assigned, axis=1, dtype=jnp.int32)
     g_r = jnp.sum(assigned & goal_job[None, :], axis=1, dtype=jnp.int32)
     queued = goal_job & pending & ~home_down
-    is_estar = jnp.arange(C.N_MAX) == _escalation_resource(g)
+    is_estar = jnp.arange(config.N_MAX) == _escalation_resource(g)
     n_r = jnp.sum(home & queued[None, :], axis=1, dtype=jnp.int32) + jnp.where(is_estar, esc, 0)
     cap = jnp.maximum(_capacity(g), 1)
     releases = jnp.where(g_r + n_r > 0, (a_r + n_r + cap - 1) // cap, 0)
     per_resource = jnp.where(is_res & ~res_down, n_r + releases, 0)
-    return jnp.minimum(esc + jnp.sum(per_resource), C.UNSOLV).astype(jnp.int32)
+    return jnp.minimum(esc + jnp.sum(per_resource), config.UNSOLV).astype(jnp.int32)
 
 
 # ResourceAlloc has no hidden state: the observable distance is the distance.
 dstar_obs = dstar
 
 DECODE_TABLE = common.decode_table([
-    (ASSIGN, C.ROLE_ARG1, C.PENDING, +1, C.ACTIVE),
-    (ASSIGN, C.ROLE_ARG2, C.PENDING, +1, C.ACTIVE),
-    (RELEASE, C.ROLE_ARG1, C.ACTIVE, -1, C.PENDING),
-    (RELEASE, C.ROLE_OTHER, C.ACTIVE, +1, C.COMPLETED),
-    (RELEASE, C.ROLE_OTHER, C.ACTIVE, -1, C.FAILED),
-    (ESCALATE, C.ROLE_ARG1, C.FAILED, +1, C.PENDING),
+    (ASSIGN, config.ROLE_ARG1, config.PENDING, +1, config.ACTIVE),
+    (ASSIGN, config.ROLE_ARG2, config.PENDING, +1, config.ACTIVE),
+    (RELEASE, config.ROLE_ARG1, config.ACTIVE, -1, config.PENDING),
+    (RELEASE, config.ROLE_OTHER, config.ACTIVE, +1, config.COMPLETED),
+    (RELEASE, config.ROLE_OTHER, config.ACTIVE, -1, config.FAILED),
+    (ESCALATE, config.ROLE_ARG1, config.FAILED, +1, config.PENDING),
 ])
 
 
@@ -204,23 +204,23 @@ def explain(graph: dict, action: tuple) -> list[str]:
     kind, i, j = (int(x) for x in action)
     status = np.asarray(graph["status"])
     etype = np.asarray(graph["etype"])
-    name = lambda s: C.STATUS_NAMES[int(s)]  # noqa: E731
+    name = lambda s: config.STATUS_NAMES[int(s)]  # noqa: E731
     reasons: list[str] = []
     if kind == ASSIGN:
-        if status[j] != C.PENDING:
-            reasons.append(f"{C.node_name(j)} is {name(status[j])}, not pending")
-        elif etype[i, j] != C.CAN_SERVE:
-            reasons.append(f"{C.node_name(j)} is not served by {C.node_name(i)}")
-        if status[i] == C.FAILED:
-            reasons.append(f"{C.node_name(i)} is failed, not pending or active")
-        load = int((etype[i] == C.ASSIGNED).sum())
+        if status[j] != config.PENDING:
+            reasons.append(f"{config.node_name(j)} is {name(status[j])}, not pending")
+        elif etype[i, j] != config.CAN_SERVE:
+            reasons.append(f"{config.node_name(j)} is not served by {config.node_name(i)}")
+        if status[i] == config.FAILED:
+            reasons.append(f"{config.node_name(i)} is failed, not pending or active")
+        load = int((etype[i] == config.ASSIGNED).sum())
         capacity = int(round(float(np.asarray(graph["attr"])[i, A_CAP]) * 3))
         if load >= capacity:
-            reasons.append(f"resource {C.node_name(i)} is at capacity ({load}/{capacity})")
-    elif kind == RELEASE and status[i] != C.ACTIVE:
-        reasons.append(f"{C.node_name(i)} is {name(status[i])}, not active")
-    elif kind == ESCALATE and status[i] not in (C.PENDING, C.FAILED):
-        reasons.append(f"{C.node_name(i)} is {name(status[i])}, not pending or failed")
+            reasons.append(f"resource {config.node_name(i)} is at capacity ({load}/{capacity})")
+    elif kind == RELEASE and status[i] != config.ACTIVE:
+        reasons.append(f"{config.node_name(i)} is {name(status[i])}, not active")
+    elif kind == ESCALATE and status[i] not in (config.PENDING, config.FAILED):
+        reasons.append(f"{config.node_name(i)} is {name(status[i])}, not pending or failed")
     return reasons
 
 
@@ -257,26 +257,26 @@ def sample_task(rng: np.random.Generator, split: str) -> dict | None:
     arrays = empty_graph_np()
     arrays["nmask"][:n_total] = True
     res_ids = ids[:n_res + 1]
-    arrays["ntype"][res_ids] = C.RESOURCE
+    arrays["ntype"][res_ids] = config.RESOURCE
     arrays["attr"][res_ids, A_CAP] = np.append(caps, 1) / 3.0
     arrays["attr"][res_ids, A_PFAIL] = p["p_fail"]
     arrays["attr"][ids[estar], A_ESCALATION] = 1.0
     if down >= 0:
-        arrays["status"][ids[down]] = C.FAILED
+        arrays["status"][ids[down]] = config.FAILED
     for k, home in enumerate(homes):
         job = ids[n_res + 1 + k]
-        arrays["ntype"][job] = C.JOB
+        arrays["ntype"][job] = config.JOB
         arrays["goal"][job] = goals[k]
-        arrays["etype"][ids[home], job] = C.CAN_SERVE
+        arrays["etype"][ids[home], job] = config.CAN_SERVE
     for k, home in enumerate(pre_homes):
         job = ids[n_res + 1 + n_jobs + k]
-        arrays["ntype"][job] = C.JOB
-        arrays["status"][job] = C.ACTIVE
-        arrays["etype"][ids[home], job] = C.ASSIGNED
-    load = (arrays["etype"] == C.ASSIGNED).sum(axis=1)
+        arrays["ntype"][job] = config.JOB
+        arrays["status"][job] = config.ACTIVE
+        arrays["etype"][ids[home], job] = config.ASSIGNED
+    load = (arrays["etype"] == config.ASSIGNED).sum(axis=1)
     arrays["attr"][res_ids, A_LOAD] = load[res_ids] / 3.0
-    busy = res_ids[(load[res_ids] >= 1) & (arrays["status"][res_ids] != C.FAILED)]
-    arrays["status"][busy] = C.ACTIVE
+    busy = res_ids[(load[res_ids] >= 1) & (arrays["status"][res_ids] != config.FAILED)]
+    arrays["status"][busy] = config.ACTIVE
     # No structural edges: anc is the identity on real nodes (unused by ResourceAlloc).
     arrays["anc"] = ancestor_closure_np(arrays["etype"], arrays["nmask"])
     return arrays

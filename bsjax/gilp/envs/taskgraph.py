@@ -11,8 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bsjax.gilp import config as C
-from bsjax.gilp import types
+from bsjax.gilp import config, types
 from bsjax.gilp.envs import common
 from bsjax.gilp.types import Graph
 
@@ -50,12 +49,12 @@ def valid(g: Graph, a: common.Action) -> jax.Array:
     PENDING/ACTIVE/FAILED node; retry a FAILED node."""
     node, exists = _arg(g, a)
     s = g.status[node]
-    preds = g.etype[:, node] == C.DEPENDS_ON
-    deps_met = jnp.all(~preds | (g.status == C.COMPLETED))
+    preds = g.etype[:, node] == config.DEPENDS_ON
+    deps_met = jnp.all(~preds | (g.status == config.COMPLETED))
     ok = jnp.stack([
-        ((s == C.PENDING) | (s == C.ACTIVE)) & deps_met,
-        ~g.goal[node] & ((s == C.PENDING) | (s == C.ACTIVE) | (s == C.FAILED)),
-        s == C.FAILED,
+        ((s == config.PENDING) | (s == config.ACTIVE)) & deps_met,
+        ~g.goal[node] & ((s == config.PENDING) | (s == config.ACTIVE) | (s == config.FAILED)),
+        s == config.FAILED,
     ])
     return exists & ok[jnp.clip(a[0], 0, 2)]
 
@@ -67,11 +66,11 @@ def branches(g: Graph, a: common.Action) -> tuple[Graph, Graph, jax.Array]:
     node, _ = _arg(g, a)
     kind, s = a[0], g.status[node]
     is_valid = valid(g, a)
-    first_stage = (kind == EXECUTE) & (s == C.PENDING) & (durations(g)[node] == 2)
+    first_stage = (kind == EXECUTE) & (s == config.PENDING) & (durations(g)[node] == 2)
     completing = (kind == EXECUTE) & ~first_stage
-    to_succ = jnp.where(kind == EXECUTE, jnp.where(first_stage, C.ACTIVE, C.COMPLETED),
-                        jnp.where(kind == SKIP, C.SKIPPED, C.ACTIVE))
-    to_fail = jnp.where(completing, C.FAILED, to_succ)
+    to_succ = jnp.where(kind == EXECUTE, jnp.where(first_stage, config.ACTIVE, config.COMPLETED),
+                        jnp.where(kind == SKIP, config.SKIPPED, config.ACTIVE))
+    to_fail = jnp.where(completing, config.FAILED, to_succ)
     q = jnp.where(is_valid & completing, jnp.asarray(P_FAIL, jnp.float32)[fragility(g)[node]], 0.0)
     changes = is_valid & (jnp.arange(g.status.shape[0]) == node)
     g_succ = g.replace(status=jnp.where(changes, to_succ, g.status).astype(jnp.int8))
@@ -94,25 +93,25 @@ def dstar(g: Graph) -> jax.Array:
     rem(PENDING) = d_v, rem(ACTIVE) = 1, rem(COMPLETED) = 0, rem(FAILED) = 2 (retry, execute)."""
     in_r = required(g)
     s = g.status
-    rem = jnp.where(s == C.PENDING, durations(g),
-                    jnp.where(s == C.ACTIVE, 1, jnp.where(s == C.FAILED, 2, 0)))
-    dead = jnp.any(in_r & (s == C.SKIPPED))
-    total = jnp.minimum(jnp.sum(jnp.where(in_r, rem, 0)), C.UNSOLV)
-    return jnp.where(dead, C.UNSOLV, total).astype(jnp.int32)
+    rem = jnp.where(s == config.PENDING, durations(g),
+                    jnp.where(s == config.ACTIVE, 1, jnp.where(s == config.FAILED, 2, 0)))
+    dead = jnp.any(in_r & (s == config.SKIPPED))
+    total = jnp.minimum(jnp.sum(jnp.where(in_r, rem, 0)), config.UNSOLV)
+    return jnp.where(dead, config.UNSOLV, total).astype(jnp.int32)
 
 
 # Decode tables (spec §2.2); the PENDING +1 row of execute depends on the node's duration.
 _ROWS = [
-    (EXECUTE, C.ROLE_ARG1, C.ACTIVE, +1, C.COMPLETED),
-    (EXECUTE, C.ROLE_ARG1, C.PENDING, -1, C.FAILED),
-    (EXECUTE, C.ROLE_ARG1, C.ACTIVE, -1, C.FAILED),
-    (RETRY, C.ROLE_ARG1, C.FAILED, +1, C.ACTIVE),
-    (SKIP, C.ROLE_ARG1, C.PENDING, +1, C.SKIPPED),
-    (SKIP, C.ROLE_ARG1, C.ACTIVE, +1, C.SKIPPED),
-    (SKIP, C.ROLE_ARG1, C.FAILED, +1, C.SKIPPED),
+    (EXECUTE, config.ROLE_ARG1, config.ACTIVE, +1, config.COMPLETED),
+    (EXECUTE, config.ROLE_ARG1, config.PENDING, -1, config.FAILED),
+    (EXECUTE, config.ROLE_ARG1, config.ACTIVE, -1, config.FAILED),
+    (RETRY, config.ROLE_ARG1, config.FAILED, +1, config.ACTIVE),
+    (SKIP, config.ROLE_ARG1, config.PENDING, +1, config.SKIPPED),
+    (SKIP, config.ROLE_ARG1, config.ACTIVE, +1, config.SKIPPED),
+    (SKIP, config.ROLE_ARG1, config.FAILED, +1, config.SKIPPED),
 ]
-DECODE_D1 = common.decode_table(_ROWS + [(EXECUTE, C.ROLE_ARG1, C.PENDING, +1, C.COMPLETED)])
-DECODE_D2 = common.decode_table(_ROWS + [(EXECUTE, C.ROLE_ARG1, C.PENDING, +1, C.ACTIVE)])
+DECODE_D1 = common.decode_table(_ROWS + [(EXECUTE, config.ROLE_ARG1, config.PENDING, +1, config.COMPLETED)])
+DECODE_D2 = common.decode_table(_ROWS + [(EXECUTE, config.ROLE_ARG1, config.PENDING, +1, config.ACTIVE)])
 
 
 def decode(g: Graph, a: common.Action, dirs: jax.Array) -> jax.Array:
@@ -130,29 +129,29 @@ def explain(graph: dict, action) -> list[str]:
     if not 0 <= kind <= 2 or not 0 <= i < len(status) or not nmask[i]:
         return []
     goal, etype, anc = np.asarray(graph["goal"]), np.asarray(graph["etype"]), np.asarray(graph["anc"])
-    names, s = C.STATUS_NAMES, int(status[i])
+    names, s = config.STATUS_NAMES, int(status[i])
     lines = []
     if kind == EXECUTE:
-        if s not in (C.PENDING, C.ACTIVE):
-            lines.append(f"{C.node_name(i)} is {names[s]}, not pending or active")
-        unmet = [k for k in np.flatnonzero((etype[:, i] == C.DEPENDS_ON) & nmask)
-                 if status[k] != C.COMPLETED]
+        if s not in (config.PENDING, config.ACTIVE):
+            lines.append(f"{config.node_name(i)} is {names[s]}, not pending or active")
+        unmet = [k for k in np.flatnonzero((etype[:, i] == config.DEPENDS_ON) & nmask)
+                 if status[k] != config.COMPLETED]
         if unmet:
-            waits = ", ".join(f"{C.node_name(k)} {'still ' if status[k] <= C.ACTIVE else ''}"
+            waits = ", ".join(f"{config.node_name(k)} {'still ' if status[k] <= config.ACTIVE else ''}"
                               f"{names[status[k]]}" for k in unmet)
-            lines.append(f"{C.node_name(i)} has unmet dependencies ({waits})")
+            lines.append(f"{config.node_name(i)} has unmet dependencies ({waits})")
     elif kind == SKIP:
         if goal[i]:
-            lines.append(f"{C.node_name(i)} is a goal node")
+            lines.append(f"{config.node_name(i)} is a goal node")
         else:
             needed_by = np.flatnonzero(anc[i] & goal & nmask)
             if len(needed_by):
-                goal_name = C.node_name(needed_by[0])
-                lines.append(f"{C.node_name(i)} is required by goal {goal_name}")
-        if s not in (C.PENDING, C.ACTIVE, C.FAILED):
-            lines.append(f"{C.node_name(i)} is {names[s]}, not pending, active or failed")
-    elif s != C.FAILED:
-        lines.append(f"{C.node_name(i)} is {names[s]}, not failed")
+                goal_name = config.node_name(needed_by[0])
+                lines.append(f"{config.node_name(i)} is required by goal {goal_name}")
+        if s not in (config.PENDING, config.ACTIVE, config.FAILED):
+            lines.append(f"{config.node_name(i)} is {names[s]}, not pending, active or failed")
+    elif s != config.FAILED:
+        lines.append(f"{config.node_name(i)} is {names[s]}, not failed")
     return lines
 
 
@@ -184,27 +183,27 @@ def sample_task(rng: np.random.Generator, split: str) -> dict[str, np.ndarray] |
     for _ in range(n_distractors):
         parents.append([int(rng.integers(n_main))])
     n = n_main + n_distractors
-    if n > C.N_MAX:
+    if n > config.N_MAX:
         return None
     duration = 1 + (rng.random(n) < p["p_d2"]).astype(np.int32)
     phi = rng.choice(3, size=n, p=p["phi"])
-    status = np.full(n, C.PENDING, np.int8)
+    status = np.full(n, config.PENDING, np.int8)
     is_goal = np.zeros(n, bool)
     is_goal[goals] = True
     cached = rng.random(int(widths[0])) < P_CACHED_ROOT
-    status[: widths[0]][cached & ~is_goal[: widths[0]]] = C.COMPLETED
+    status[: widths[0]][cached & ~is_goal[: widths[0]]] = config.COMPLETED
 
     ids = rng.permutation(n)  # ids[v]: the public id of internal node v
     arrays = types.empty_graph_np()
     arrays["nmask"][:n] = True
-    arrays["ntype"][:n] = C.SUBTASK
+    arrays["ntype"][:n] = config.SUBTASK
     arrays["status"][ids] = status
     arrays["goal"][ids] = is_goal
     arrays["attr"][ids, 0] = duration - 1
     arrays["attr"][ids, 1] = phi / 2.0
     for v, ps in enumerate(parents):
         for u in ps:
-            arrays["etype"][ids[u], ids[v]] = C.DEPENDS_ON
+            arrays["etype"][ids[u], ids[v]] = config.DEPENDS_ON
     arrays["anc"] = types.ancestor_closure_np(arrays["etype"], arrays["nmask"])
     return arrays
 

@@ -11,19 +11,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bsjax.gilp import config as C
-from bsjax.gilp import types
+from bsjax.gilp import config, types
 from bsjax.gilp.envs import common
 from bsjax.gilp.types import Graph
 
 CALL, VERIFY, ROLLBACK = 0, 1, 2
 P_FAIL = (0.03, 0.10, 0.25)  # call with verified inputs, by flakiness φ
-DATA_EDGE_TYPES = (C.DATA_JSON, C.DATA_TABLE, C.DATA_TEXT, C.DATA_BLOB)
+DATA_EDGE_TYPES = (config.DATA_JSON, config.DATA_TABLE, config.DATA_TEXT, config.DATA_BLOB)
 CATEGORY_NAMES = ("search", "fetch", "parse", "compute", "write", "notify")
 # The ID grammar of producer → consumer categories (spec §2.7).
 GRAMMAR = frozenset({(0, 1), (1, 2), (1, 3), (2, 3), (2, 4), (3, 4), (3, 5), (4, 5)})
 # Payload type by producer category: search→json, fetch→blob, parse/compute→table, write/notify→text.
-PAYLOAD = (C.DATA_JSON, C.DATA_BLOB, C.DATA_TABLE, C.DATA_TABLE, C.DATA_TEXT, C.DATA_TEXT)
+PAYLOAD = (
+    config.DATA_JSON,
+    config.DATA_BLOB,
+    config.DATA_TABLE,
+    config.DATA_TABLE,
+    config.DATA_TEXT,
+    config.DATA_TEXT,
+)
 
 ID_PARAMS = dict(n=(3, 8), fan_in=(1, 2), p_outside=0.0, phi=(0.5, 0.35, 0.15))
 OOD_PARAMS = dict(n=(5, 12), fan_in=(1, 3), p_outside=0.5, phi=(0.3, 0.4, 0.3))
@@ -36,7 +42,7 @@ def flakiness(g: Graph) -> jax.Array:
 
 
 def _is_data_edge(etype: jax.Array) -> jax.Array:
-    return (etype >= C.DATA_JSON) & (etype <= C.DATA_BLOB)
+    return (etype >= config.DATA_JSON) & (etype <= config.DATA_BLOB)
 
 
 def candidates(g: Graph) -> tuple[jax.Array, jax.Array]:
@@ -52,8 +58,13 @@ def valid(g: Graph, a: common.Action) -> jax.Array:
     FAILED one. (A call with unverified inputs is valid; it just fails.)"""
     node, exists = _arg(g, a)
     s = g.status[node]
-    ok = jnp.stack([s == C.PENDING, s == C.ACTIVE,
-                    (s == C.ACTIVE) | (s == C.COMPLETED) | (s == C.FAILED)])
+    ok = jnp.stack(
+        [
+            s == config.PENDING,
+            s == config.ACTIVE,
+            (s == config.ACTIVE) | (s == config.COMPLETED) | (s == config.FAILED),
+        ]
+    )
     return exists & ok[jnp.clip(a[0], 0, 2)]
 
 
@@ -69,12 +80,16 @@ def branches(g: Graph, a: common.Action) -> tuple[Graph, Graph, jax.Array]:
     is_valid = valid(g, a)
     is_arg = jnp.arange(n) == node
     inputs = _is_data_edge(g.etype[:, node]) & g.nmask
-    inputs_ready = jnp.all(~inputs | (s == C.COMPLETED))
-    reset = g.anc[node] & ((s == C.ACTIVE) | (s == C.COMPLETED) | (s == C.FAILED))
-    succ = jnp.where(kind == CALL, jnp.where(is_arg, C.ACTIVE, s),
-                     jnp.where(kind == VERIFY, jnp.where(is_arg, C.COMPLETED, s),
-                               jnp.where(reset, C.PENDING, s)))
-    fail = jnp.where((kind == CALL) & is_arg, C.FAILED, succ)
+    inputs_ready = jnp.all(~inputs | (s == config.COMPLETED))
+    reset = g.anc[node] & ((s == config.ACTIVE) | (s == config.COMPLETED) | (s == config.FAILED))
+    succ = jnp.where(
+        kind == CALL,
+        jnp.where(is_arg, config.ACTIVE, s),
+        jnp.where(
+            kind == VERIFY, jnp.where(is_arg, config.COMPLETED, s), jnp.where(reset, config.PENDING, s)
+        ),
+    )
+    fail = jnp.where((kind == CALL) & is_arg, config.FAILED, succ)
     q_call = jnp.where(inputs_ready, jnp.asarray(P_FAIL, jnp.float32)[flakiness(g)[node]], 1.0)
     q = jnp.where(is_valid & (kind == CALL), q_call, 0.0)
     g_succ = g.replace(status=jnp.where(is_valid, succ, s).astype(jnp.int8))
@@ -102,23 +117,31 @@ def dstar(g: Graph) -> jax.Array:
     """
     in_r = required(g)
     s = g.status
-    failed = s == C.FAILED
+    failed = s == config.FAILED
     proper_anc = g.anc & ~jnp.eye(s.shape[0], dtype=bool)
     below_failed = jnp.any(proper_anc & failed[:, None], axis=0)
-    cost = jnp.where(s == C.ACTIVE, 1, jnp.where(s == C.PENDING, 2,
-                     jnp.where(failed, jnp.where(below_failed, 2, 3), 0)))
-    dead = jnp.any(in_r & (s == C.SKIPPED))
-    total = jnp.minimum(jnp.sum(jnp.where(in_r, cost, 0)), C.UNSOLV)
-    return jnp.where(dead, C.UNSOLV, total).astype(jnp.int32)
+    cost = jnp.where(
+        s == config.ACTIVE,
+        1,
+        jnp.where(s == config.PENDING, 2, jnp.where(failed, jnp.where(below_failed, 2, 3), 0)),
+    )
+    dead = jnp.any(in_r & (s == config.SKIPPED))
+    total = jnp.minimum(jnp.sum(jnp.where(in_r, cost, 0)), config.UNSOLV)
+    return jnp.where(dead, config.UNSOLV, total).astype(jnp.int32)
 
 
-DECODE = common.decode_table([
-    (CALL, C.ROLE_ARG1, C.PENDING, +1, C.ACTIVE),
-    (CALL, C.ROLE_ARG1, C.PENDING, -1, C.FAILED),
-    (VERIFY, C.ROLE_ARG1, C.ACTIVE, +1, C.COMPLETED),
-] + [(ROLLBACK, role, before, sign, C.PENDING)
-     for role in (C.ROLE_ARG1, C.ROLE_OTHER)
-     for before, sign in ((C.ACTIVE, -1), (C.COMPLETED, -1), (C.FAILED, +1))])
+DECODE = common.decode_table(
+    [
+        (CALL, config.ROLE_ARG1, config.PENDING, +1, config.ACTIVE),
+        (CALL, config.ROLE_ARG1, config.PENDING, -1, config.FAILED),
+        (VERIFY, config.ROLE_ARG1, config.ACTIVE, +1, config.COMPLETED),
+    ]
+    + [
+        (ROLLBACK, role, before, sign, config.PENDING)
+        for role in (config.ROLE_ARG1, config.ROLE_OTHER)
+        for before, sign in ((config.ACTIVE, -1), (config.COMPLETED, -1), (config.FAILED, +1))
+    ]
+)
 
 
 def decode(g: Graph, a: common.Action, dirs: jax.Array) -> jax.Array:
@@ -133,19 +156,22 @@ def explain(graph: dict, action) -> list[str]:
     status, nmask = np.asarray(graph["status"]), np.asarray(graph["nmask"])
     if not 0 <= kind <= 2 or not 0 <= i < len(status) or not nmask[i]:
         return []
-    etype, names, s = np.asarray(graph["etype"]), C.STATUS_NAMES, int(status[i])
+    etype, names, s = np.asarray(graph["etype"]), config.STATUS_NAMES, int(status[i])
     lines = []
     if kind == CALL:
-        if s != C.PENDING:
-            lines.append(f"{C.node_name(i)} is {names[s]}, not pending")
+        if s != config.PENDING:
+            lines.append(f"{config.node_name(i)} is {names[s]}, not pending")
         inputs = np.flatnonzero(np.isin(etype[:, i], DATA_EDGE_TYPES) & nmask)
-        lines += [f"input {C.node_name(int(k))} of {C.node_name(i)} is not verified"
-                  for k in inputs if status[k] != C.COMPLETED]
+        lines += [
+            f"input {config.node_name(int(k))} of {config.node_name(i)} is not verified"
+            for k in inputs
+            if status[k] != config.COMPLETED
+        ]
     elif kind == VERIFY:
-        if s != C.ACTIVE:
-            lines.append(f"{C.node_name(i)} is {names[s]}, not active")
-    elif s not in (C.ACTIVE, C.COMPLETED, C.FAILED):
-        lines.append(f"{C.node_name(i)} is {names[s]}, not active, completed or failed")
+        if s != config.ACTIVE:
+            lines.append(f"{config.node_name(i)} is {names[s]}, not active")
+    elif s not in (config.ACTIVE, config.COMPLETED, config.FAILED):
+        lines.append(f"{config.node_name(i)} is {names[s]}, not active, completed or failed")
     return lines
 
 
@@ -191,19 +217,20 @@ def sample_task(rng: np.random.Generator, split: str) -> dict[str, np.ndarray]:
         if is_source[v]:
             continue
         for u in _producers(rng, v, cats, p):
-            payload = int(rng.integers(C.DATA_JSON, C.DATA_BLOB + 1)) if ood else PAYLOAD[cats[u]]
+            payload = int(rng.integers(config.DATA_JSON, config.DATA_BLOB + 1)) if ood else PAYLOAD[cats[u]]
             edges.append((u, v, payload))
-    status = np.full(n, C.PENDING, np.int8)
+    status = np.full(n, config.PENDING, np.int8)
     start = rng.random(n)
-    status[is_source & (start < P_SOURCE_COMPLETED)] = C.COMPLETED
-    status[is_source & (start >= P_SOURCE_COMPLETED)
-           & (start < P_SOURCE_COMPLETED + P_SOURCE_ACTIVE)] = C.ACTIVE
+    status[is_source & (start < P_SOURCE_COMPLETED)] = config.COMPLETED
+    status[is_source & (start >= P_SOURCE_COMPLETED) & (start < P_SOURCE_COMPLETED + P_SOURCE_ACTIVE)] = (
+        config.ACTIVE
+    )
     phi = rng.choice(3, size=n, p=p["phi"])
 
     ids = rng.permutation(n)  # ids[v]: the public id of internal tool v
     arrays = types.empty_graph_np()
     arrays["nmask"][:n] = True
-    arrays["ntype"][:n] = C.TOOL
+    arrays["ntype"][:n] = config.TOOL
     arrays["status"][ids] = status
     arrays["goal"][ids[n - 1]] = True
     arrays["attr"][ids, 0] = phi / 2.0
@@ -214,6 +241,15 @@ def sample_task(rng: np.random.Generator, split: str) -> dict[str, np.ndarray]:
     return arrays
 
 
-BENCH = common.Bench(name="toolchain", candidates=candidates, valid=valid, branches=branches,
-                     sample=sample, dstar=dstar, dstar_obs=dstar, decode=decode, explain=explain,
-                     sample_task=sample_task)
+BENCH = common.Bench(
+    name="toolchain",
+    candidates=candidates,
+    valid=valid,
+    branches=branches,
+    sample=sample,
+    dstar=dstar,
+    dstar_obs=dstar,
+    decode=decode,
+    explain=explain,
+    sample_task=sample_task,
+)

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 
 ACCEPT, MIDDLE, CORRECT = 0, 1, 2
 # Jaccard values are ratios of integers <= N_MAX, so a tolerance this small only absorbs
@@ -157,7 +157,7 @@ def affected_entities(pred_dirs, etype, goal, anc, nmask) -> tuple[jax.Array, ja
 
 def status_name(code: int) -> str:
     """Lower-case status name; code 5 (or anything outside 0..4) is `unknown`."""
-    return C.STATUS_NAMES[code] if 0 <= code < C.N_STATUS else "unknown"
+    return config.STATUS_NAMES[code] if 0 <= code < config.N_STATUS else "unknown"
 
 
 def discrepancies(imagined_status, backbone_status, s_mask, s_hat_mask) -> list[str]:

@@ -16,13 +16,13 @@ decisions are those of the full-size computation up to float rounding, at a frac
 from __future__ import annotations
 
 import functools
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.backbones.layers import BackboneOut
 from bsjax.gilp.envs import common
 from bsjax.gilp.envs.common import Bench
@@ -30,7 +30,7 @@ from bsjax.gilp.features import graph_inputs
 from bsjax.gilp.types import Graph, graph_from_np
 
 # Optional static (n_nodes, n_actions) slot cuts, see `planning_sizes`.
-Sizes = Optional[tuple[int, int]]
+Sizes = tuple[int, int] | None
 
 
 def score_candidates(model: Callable, g: Graph, acts: jax.Array,
@@ -104,21 +104,21 @@ def resourcealloc_rewire(g: Graph, action: jax.Array) -> Graph:
     ids = jnp.arange(n)
     kind, i, j = action[0], action[1], action[2]
     first, second = jnp.clip(i, 0, n - 1), jnp.clip(j, 0, n - 1)
-    is_res = g.nmask & (g.ntype == C.RESOURCE)
-    is_job = g.nmask & (g.ntype == C.JOB)
+    is_res = g.nmask & (g.ntype == config.RESOURCE)
+    is_job = g.nmask & (g.ntype == config.JOB)
     in_range = (i >= 0) & (i < n)
     rows = (ids == first)[:, None]
     etype = g.etype
     assign = ((kind == 0) & in_range & (j >= 0) & (j < n) & is_res[first] & is_job[second]
-              & rows & (ids == second)[None, :] & (etype == C.CAN_SERVE))
-    etype = jnp.where(assign, jnp.int8(C.ASSIGNED), etype)
-    release = (kind == 1) & in_range & is_res[first] & rows & (etype == C.ASSIGNED)
-    etype = jnp.where(release, jnp.int8(C.CAN_SERVE), etype)
+              & rows & (ids == second)[None, :] & (etype == config.CAN_SERVE))
+    etype = jnp.where(assign, jnp.int8(config.ASSIGNED), etype)
+    release = (kind == 1) & in_range & is_res[first] & rows & (etype == config.ASSIGNED)
+    etype = jnp.where(release, jnp.int8(config.CAN_SERVE), etype)
     estar = jnp.argmax(is_res & (g.attr[:, 2] > 0.5))
-    home = jnp.where(ids == estar, C.CAN_SERVE, C.NO_EDGE).astype(jnp.int8)
+    home = jnp.where(ids == estar, config.CAN_SERVE, config.NO_EDGE).astype(jnp.int8)
     escalate = (kind == 2) & in_range & is_job[first] & (ids == first)[None, :]
     etype = jnp.where(escalate, home[:, None], etype)
-    load = jnp.sum(etype == C.ASSIGNED, axis=1).astype(jnp.float32)
+    load = jnp.sum(etype == config.ASSIGNED, axis=1).astype(jnp.float32)
     attr = g.attr.at[:, 1].set(jnp.where(is_res, load / 3.0, g.attr[:, 1]))
     return g.replace(etype=etype, attr=attr)
 
@@ -167,7 +167,7 @@ GRAPH_FIELDS = ("status", "ntype", "goal", "attr", "etype", "anc", "hidden", "nm
                 "horizon")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _candidates_batch(bench: Bench) -> Callable:
     return jax.jit(jax.vmap(bench.candidates))
 
@@ -186,7 +186,7 @@ def planning_sizes(bench: Bench, tasks: dict) -> tuple[int, int]:
     _, amask = _candidates_batch(bench)(graph_from_np(graphs))
     amask = np.asarray(amask, bool)
     last_action = int(np.max(np.nonzero(amask.any(0))[0], initial=0)) + 1
-    return _round_up(last_node, 4, C.N_MAX), _round_up(last_action, 8, C.A_MAX)
+    return _round_up(last_node, 4, config.N_MAX), _round_up(last_action, 8, config.A_MAX)
 
 
 __all__ = ["GRAPH_FIELDS", "Sizes", "greedy_slot", "imagine", "lowest_argmax", "max_value",

@@ -41,19 +41,28 @@ node is expanded, for its prior and value), so a simulation costs `|A|` evaluati
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import mctx
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.backbones.layers import BackboneOut
 from bsjax.gilp.envs import common
 from bsjax.gilp.envs.common import Bench
-from bsjax.gilp.planners.imagination import (Sizes, greedy_slot, imagine, lowest_argmax,
-                                             max_value, planning_candidates, predicted_valid,
-                                             score_candidates, take)
+from bsjax.gilp.planners.imagination import (
+    Sizes,
+    greedy_slot,
+    imagine,
+    lowest_argmax,
+    max_value,
+    planning_candidates,
+    predicted_valid,
+    score_candidates,
+    take,
+)
 from bsjax.gilp.types import Graph
 
 MPC = "Parametric-WM-MPC"
@@ -126,7 +135,7 @@ def canonical_method(method: str) -> str:
 # Parametric-WM-MPC
 # ---------------------------------------------------------------------------------------------
 
-def mpc_plan(model: Callable, bench: Bench, g_obs: Graph, cfg: C.GilpConfig = C.GilpConfig(),
+def mpc_plan(model: Callable, bench: Bench, g_obs: Graph, cfg: config.GilpConfig = config.GilpConfig(),
              params: ParametricConfig = ParametricConfig(), sizes: Sizes = None) -> PlanOut:
     """Receding-horizon MPC inside the backbone for one observed state (spec §4.3).
 
@@ -194,7 +203,7 @@ def mcts_prior_and_value(outs: BackboneOut, amask: jax.Array,
 
 
 def mcts_search(model: Callable, bench: Bench, key: jax.Array, g_obs: Graph,
-                max_depth: jax.Array, cfg: C.GilpConfig = C.GilpConfig(),
+                max_depth: jax.Array, cfg: config.GilpConfig = config.GilpConfig(),
                 params: ParametricConfig = ParametricConfig(), sizes: Sizes = None
                 ) -> tuple[PlanOut, mctx.Tree]:
     """`mcts_plan` that also returns mctx's search tree (batch of one)."""
@@ -241,7 +250,7 @@ def mcts_search(model: Callable, bench: Bench, key: jax.Array, g_obs: Graph,
 
 
 def mcts_plan(model: Callable, bench: Bench, key: jax.Array, g_obs: Graph, max_depth: jax.Array,
-              cfg: C.GilpConfig = C.GilpConfig(),
+              cfg: config.GilpConfig = config.GilpConfig(),
               params: ParametricConfig = ParametricConfig(), sizes: Sizes = None) -> PlanOut:
     """MuZero-style search over backbone transitions for one observed state (spec §4.4).
 
@@ -258,7 +267,7 @@ def mcts_plan(model: Callable, bench: Bench, key: jax.Array, g_obs: Graph, max_d
     return mcts_search(model, bench, key, g_obs, max_depth, cfg, params, sizes)[0]
 
 
-def make_planner(method: str, bench: Bench, cfg: C.GilpConfig = C.GilpConfig(),
+def make_planner(method: str, bench: Bench, cfg: config.GilpConfig = config.GilpConfig(),
                  params: ParametricConfig = ParametricConfig(), sizes: Sizes = None) -> Callable:
     """`plan(model, key, g_obs, remaining) -> PlanOut` for one state, either method.
 

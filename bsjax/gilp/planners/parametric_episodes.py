@@ -30,17 +30,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bsjax.gilp import config as C
-from bsjax.gilp import keys
+from bsjax.gilp import config, keys
 from bsjax.gilp.envs import common, registry
 from bsjax.gilp.envs.common import Bench
 from bsjax.gilp.events import atoms_from_codes
-from bsjax.gilp.planners import imagination as I
-from bsjax.gilp.planners import parametric as P
+from bsjax.gilp.llm.prompts import action_str
+from bsjax.gilp.planners import imagination, parametric
 from bsjax.gilp.types import Graph, graph_from_np
-from bsjax.llm.gilp_prompts import action_str
 
-GRAPH_FIELDS = I.GRAPH_FIELDS
+GRAPH_FIELDS = imagination.GRAPH_FIELDS
 DECIMALS = 6  # rho_hat / rho_star are rounded in event rows (stable JSON)
 
 
@@ -85,19 +83,19 @@ class ParametricStep(NamedTuple):
     env_key: jax.Array
 
 
-def committed_atoms(bench: Bench, g_obs: Graph, action: jax.Array, out: P.BackboneOut
+def committed_atoms(bench: Bench, g_obs: Graph, action: jax.Array, out: parametric.BackboneOut
                     ) -> tuple[jax.Array, jax.Array]:
     """`([N] bool mask, [N] int8 status)`: the decoded backbone delta of an action as atoms, i.e.
     the real nodes whose imagined status differs from the observed one (none when the backbone
     predicts the action invalid)."""
-    imagined = I.imagine(bench, g_obs, action, out)
+    imagined = imagination.imagine(bench, g_obs, action, out)
     return (imagined.status != g_obs.status) & g_obs.nmask, imagined.status
 
 
 def _empty_steps(episodes: int, root_key: jax.Array) -> ParametricStep:
     """All-zero `ParametricStep` records `[E, ...]` for a step no episode of the chunk is alive in
     (`alive = False` everywhere)."""
-    n = C.N_MAX
+    n = config.N_MAX
     zeros = lambda shape, dtype: jnp.zeros((episodes, *shape), dtype)  # noqa: E731
     key_data = jax.random.key_data(root_key)
     return ParametricStep(
@@ -109,8 +107,13 @@ def _empty_steps(episodes: int, root_key: jax.Array) -> ParametricStep:
         success=zeros((), bool), dead_end=zeros((), bool), env_key=zeros(key_data.shape, key_data.dtype))
 
 
-def make_episode_fn(method: str, bench: Bench, cfg: C.GilpConfig = C.GilpConfig(),
-                    params: P.ParametricConfig = P.ParametricConfig(), sizes: I.Sizes = None):
+def make_episode_fn(
+    method: str,
+    bench: Bench,
+    cfg: config.GilpConfig = config.GilpConfig(),
+    params: parametric.ParametricConfig = parametric.ParametricConfig(),
+    sizes: imagination.Sizes = None,
+):
     """The pure (unjitted) chunk function
     `fn(model, root_key, task_ids [E], seeds [E], g0: Graph [E]) -> ParametricStep [E, B_MAX]`.
 
@@ -118,7 +121,7 @@ def make_episode_fn(method: str, bench: Bench, cfg: C.GilpConfig = C.GilpConfig(
     `run_parametric` jits it once per (method, bench, cfg, params, sizes) with `eqx.filter_jit`;
     tests wrap it in `chex.assert_max_traces`.
     """
-    plan = P.make_planner(method, bench, cfg, params, sizes)
+    plan = parametric.make_planner(method, bench, cfg, params, sizes)
     bench_id = keys.bench_index(bench)
 
     def one_step(model, root_key, g: Graph, alive, task, seed, t):
@@ -126,33 +129,42 @@ def make_episode_fn(method: str, bench: Bench, cfg: C.GilpConfig = C.GilpConfig(
         obs = common.observe(g)
         k_env = keys.env_key(root_key, bench_id, task, seed, t)
         k_agent = keys.agent_key(root_key, bench_id, task, seed, t)
-        acts, _ = I.planning_candidates(bench, obs, None if sizes is None else sizes[1])
+        acts, _ = imagination.planning_candidates(bench, obs, None if sizes is None else sizes[1])
         planned = plan(model, k_agent, obs, g.budget - g.t)
         action = acts[planned.slot]
-        out = I.take(planned.root, planned.slot)
+        out = imagination.take(planned.root, planned.slot)
         atom_mask, atom_status = committed_atoms(bench, obs, action, out)
         support = common.support(bench, g, action)
         on_support = jnp.take_along_axis(support, atom_status.astype(jnp.int32)[:, None], 1)[:, 0]
         g_succ, _, _ = bench.branches(g, action)
         g_next, info = common.step(bench, k_env, g, action)
-        dead_end = info.dstar_after >= C.UNSOLV
+        dead_end = info.dstar_after >= config.UNSOLV
         done = info.done | dead_end | (g_next.t >= g.budget)
         record = ParametricStep(
-            alive=alive, action=action.astype(jnp.int32), slot=planned.slot, valid=info.valid,
-            failed=info.failed, atom_mask=atom_mask, atom_status=atom_status,
+            alive=alive,
+            action=action.astype(jnp.int32),
+            slot=planned.slot,
+            valid=info.valid,
+            failed=info.failed,
+            atom_mask=atom_mask,
+            atom_status=atom_status,
             halluc=atom_mask & ~on_support,
-            stochastic_miss=(atom_mask & info.failed & (atom_status == g_succ.status)
-                             & (g_succ.status != g_next.status)),
+            stochastic_miss=(
+                atom_mask & info.failed & (atom_status == g_succ.status) & (g_succ.status != g_next.status)
+            ),
             rho_hat=jax.nn.sigmoid(out.risk_logit).astype(jnp.float32),
             rho_star=common.rho_star(bench, g, action).astype(jnp.float32),
             bad_outcome=~info.valid | info.failed | (info.dstar_after > info.dstar_before),
-            done=done, success=info.done, dead_end=dead_end,
-            env_key=jax.random.key_data(k_env))
+            done=done,
+            success=info.done,
+            dead_end=dead_end,
+            env_key=jax.random.key_data(k_env),
+        )
         return common.select_graph(alive, g_next, g), record, alive & ~done
 
     def run_chunk(model, root_key, task_ids, seeds, g0: Graph) -> ParametricStep:
         step_all = jax.vmap(one_step, in_axes=(None, None, 0, 0, 0, 0, None))
-        alive0 = jax.vmap(lambda g: ~common.goals_done(g) & (bench.dstar(g) < C.UNSOLV))(g0)
+        alive0 = jax.vmap(lambda g: ~common.goals_done(g) & (bench.dstar(g) < config.UNSOLV))(g0)
 
         def body(carry, t):
             g, alive = carry
@@ -166,24 +178,38 @@ def make_episode_fn(method: str, bench: Bench, cfg: C.GilpConfig = C.GilpConfig(
             g, record, alive = jax.lax.cond(jnp.any(alive), live, idle, None)
             return (g, alive), record
 
-        _, records = jax.lax.scan(body, (g0, alive0), jnp.arange(C.B_MAX, dtype=jnp.int32))
+        _, records = jax.lax.scan(body, (g0, alive0), jnp.arange(config.B_MAX, dtype=jnp.int32))
         return jax.tree_util.tree_map(lambda x: jnp.swapaxes(x, 0, 1), records)
 
     return run_chunk
 
 
-@functools.lru_cache(maxsize=None)
-def _jitted_episode_fn(method: str, bench: Bench, cfg: C.GilpConfig, params: P.ParametricConfig,
-                       sizes: I.Sizes):
+@functools.cache
+def _jitted_episode_fn(
+    method: str,
+    bench: Bench,
+    cfg: config.GilpConfig,
+    params: parametric.ParametricConfig,
+    sizes: imagination.Sizes,
+):
     return eqx.filter_jit(make_episode_fn(method, bench, cfg, params, sizes))
 
 
-def run_parametric(method: str, bench: Bench | str, model, tasks: dict[str, np.ndarray],
-                   seeds: Sequence[int], root_key: jax.Array, cfg: C.GilpConfig = C.GilpConfig(),
-                   *, params: P.ParametricConfig = P.ParametricConfig(),
-                   episode_chunk: int | None = None,
-                   task_ids: Sequence[int] | None = None,
-                   compact: bool = True, episode_fn=None) -> dict[str, np.ndarray]:
+def run_parametric(
+    method: str,
+    bench: Bench | str,
+    model,
+    tasks: dict[str, np.ndarray],
+    seeds: Sequence[int],
+    root_key: jax.Array,
+    cfg: config.GilpConfig = config.GilpConfig(),
+    *,
+    params: parametric.ParametricConfig = parametric.ParametricConfig(),
+    episode_chunk: int | None = None,
+    task_ids: Sequence[int] | None = None,
+    compact: bool = True,
+    episode_fn=None,
+) -> dict[str, np.ndarray]:
     """Run every (task, seed) episode of a parametric planner in the true environment.
 
     Args:
@@ -211,7 +237,7 @@ def run_parametric(method: str, bench: Bench | str, model, tasks: dict[str, np.n
       `task_row` `[E]` (row of `tasks`), `seed` `[E]`, `H` `[E]`, `budget` `[E]`, and every
       `ParametricStep` field with shape `[E, B_MAX, ...]`.
     """
-    method = P.canonical_method(method)
+    method = parametric.canonical_method(method)
     bench = registry.get(bench) if isinstance(bench, str) else bench
     n_tasks = len(tasks["status"])
     ids = np.arange(n_tasks) if task_ids is None else np.asarray(task_ids)
@@ -222,22 +248,26 @@ def run_parametric(method: str, bench: Bench | str, model, tasks: dict[str, np.n
     ep_seeds = np.tile(seeds, n_tasks)
     total = len(rows)
     chunk = min(episode_chunk or params.episode_chunk, max(total, 1))
-    sizes = I.planning_sizes(bench, tasks) if compact else None
+    sizes = imagination.planning_sizes(bench, tasks) if compact else None
     fn = episode_fn or _jitted_episode_fn(method, bench, cfg, params, sizes)
     parts = []
     for start in range(0, total, chunk):
         index = np.minimum(np.arange(start, start + chunk), total - 1)
         g0 = graph_from_np({name: np.asarray(tasks[name])[rows[index]] for name in GRAPH_FIELDS})
-        out = fn(model, root_key, jnp.asarray(ids[rows[index]], jnp.int32),
-                 jnp.asarray(ep_seeds[index]), g0)
+        out = fn(model, root_key, jnp.asarray(ids[rows[index]], jnp.int32), jnp.asarray(ep_seeds[index]), g0)
         keep = min(chunk, total - start)
         parts.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[:keep], jax.device_get(out)))
-    records = {name: np.concatenate([getattr(p, name) for p in parts]) if parts else np.zeros(0)
-               for name in ParametricStep._fields}
-    records.update(task=ids[rows].astype(np.int64), task_row=rows.astype(np.int64),
-                   seed=ep_seeds.astype(np.int64),
-                   H=np.asarray(tasks["horizon"])[rows].astype(np.int64),
-                   budget=np.asarray(tasks["budget"])[rows].astype(np.int64))
+    records = {
+        name: np.concatenate([getattr(p, name) for p in parts]) if parts else np.zeros(0)
+        for name in ParametricStep._fields
+    }
+    records.update(
+        task=ids[rows].astype(np.int64),
+        task_row=rows.astype(np.int64),
+        seed=ep_seeds.astype(np.int64),
+        H=np.asarray(tasks["horizon"])[rows].astype(np.int64),
+        budget=np.asarray(tasks["budget"])[rows].astype(np.int64),
+    )
     return records
 
 
@@ -245,8 +275,13 @@ def _split_label(split: str) -> str:
     return "ood" if split in ("ood", "test_ood") else "id"
 
 
-def records_to_events(records: dict[str, np.ndarray], method: str, bench: Bench | str, split: str,
-                      tasks: dict[str, np.ndarray] | None = None) -> list[dict]:
+def records_to_events(
+    records: dict[str, np.ndarray],
+    method: str,
+    bench: Bench | str,
+    split: str,
+    tasks: dict[str, np.ndarray] | None = None,
+) -> list[dict]:
     """Event rows (spec §6.1, `bsjax.gilp.events`) of parametric-planner records.
 
     One row per executed step, episodes in record order. Parametric rows have no LLM calls
@@ -278,26 +313,43 @@ def records_to_events(records: dict[str, np.ndarray], method: str, bench: Bench 
             atoms = atoms_from_codes(nodes, np.asarray(records["atom_status"][e, t])[nodes])
             flags = [int(x) for x in np.asarray(records["halluc"][e, t])[nodes]]
             misses = [int(x) for x in np.asarray(records["stochastic_miss"][e, t])[nodes]]
-            rows.append({
-                "method": method, "bench": bench_name, "task": int(records["task"][e]),
-                "split": label, "H": int(horizons[e]), "seed": int(records["seed"][e]),
-                "t": int(t), "action": action_str(bench_name, records["action"][e, t]),
-                "valid": bool(records["valid"][e, t]), "calls": 0, "tok_in": 0, "tok_out": 0,
-                "draft_atoms": atoms, "committed_atoms": [list(a) for a in atoms],
-                "halluc_draft": flags, "halluc_committed": list(flags),
-                "cons": None, "cons_after": None, "corrected": False,
-                "rho_hat": round(float(records["rho_hat"][e, t]), DECIMALS), "rho_eff": None,
-                "risk_fired": False,
-                "rho_star": round(float(records["rho_star"][e, t]), DECIMALS),
-                "bad_outcome": bool(records["bad_outcome"][e, t]),
-                "live_false_atoms": None, "live_atoms": None,
-                "parse_fail": False, "fallback": False,
-                "done": bool(records["done"][e, t]), "success": bool(records["success"][e, t]),
-                "dead_end": bool(records["dead_end"][e, t]),
-                "stochastic_miss": misses,
-            })
+            rows.append(
+                {
+                    "method": method,
+                    "bench": bench_name,
+                    "task": int(records["task"][e]),
+                    "split": label,
+                    "H": int(horizons[e]),
+                    "seed": int(records["seed"][e]),
+                    "t": int(t),
+                    "action": action_str(bench_name, records["action"][e, t]),
+                    "valid": bool(records["valid"][e, t]),
+                    "calls": 0,
+                    "tok_in": 0,
+                    "tok_out": 0,
+                    "draft_atoms": atoms,
+                    "committed_atoms": [list(a) for a in atoms],
+                    "halluc_draft": flags,
+                    "halluc_committed": list(flags),
+                    "cons": None,
+                    "cons_after": None,
+                    "corrected": False,
+                    "rho_hat": round(float(records["rho_hat"][e, t]), DECIMALS),
+                    "rho_eff": None,
+                    "risk_fired": False,
+                    "rho_star": round(float(records["rho_star"][e, t]), DECIMALS),
+                    "bad_outcome": bool(records["bad_outcome"][e, t]),
+                    "live_false_atoms": None,
+                    "live_atoms": None,
+                    "parse_fail": False,
+                    "fallback": False,
+                    "done": bool(records["done"][e, t]),
+                    "success": bool(records["success"][e, t]),
+                    "dead_end": bool(records["dead_end"][e, t]),
+                    "stochastic_miss": misses,
+                }
+            )
     return rows
 
 
-__all__ = ["ParametricStep", "committed_atoms", "make_episode_fn", "records_to_events",
-           "run_parametric"]
+__all__ = ["ParametricStep", "committed_atoms", "make_episode_fn", "records_to_events", "run_parametric"]

@@ -3,8 +3,13 @@ and the batched episode runner."""
 
 from bsjax.gilp.sim.agent import SimState, StepKeys, StepRecord, init_state, sim_step
 from bsjax.gilp.sim.params import SimParams, default_params, load_params, save_params
-from bsjax.gilp.sim.run import (SimRun, records_to_events, run_simulated, run_simulated_many,
-                                run_simulated_sweep)
+from bsjax.gilp.sim.run import (
+                                SimRun,
+                                records_to_events,
+                                run_simulated,
+                                run_simulated_many,
+                                run_simulated_sweep,
+)
 
 __all__ = ["SimParams", "SimRun", "SimState", "StepKeys", "StepRecord", "default_params",
            "init_state", "load_params", "records_to_events", "run_simulated", "run_simulated_many",

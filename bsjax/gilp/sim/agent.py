@@ -23,7 +23,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.envs import common
 from bsjax.gilp.envs.common import Bench
 from bsjax.gilp.methods import MethodConfig, MethodFlags, method_flags
@@ -136,7 +136,7 @@ class StepRecord(NamedTuple):
 def init_state(bench: Bench, g0: Graph) -> SimState:
     """The state before step 0: belief = the true initial statuses."""
     zero = jnp.int32(0)
-    alive = ~common.goals_done(g0) & (bench.dstar(g0) < C.UNSOLV)
+    alive = ~common.goals_done(g0) & (bench.dstar(g0) < config.UNSOLV)
     return SimState(g=g0, belief=g0.status.astype(jnp.int8), alive=alive, history=zero,
                     success=common.goals_done(g0), dead_end=jnp.bool_(False), calls=zero,
                     tokens=zero, corrections=zero, risk_calls=zero)
@@ -152,7 +152,7 @@ def _normal(u1: jax.Array, u2: jax.Array) -> jax.Array:
 
 def hallucinated(claim: jax.Array, supp: jax.Array) -> jax.Array:
     """`[N]` bool: claimed statuses outside the true support `supp [N, 5]`."""
-    code = jnp.clip(claim.astype(jnp.int32), 0, C.N_STATUS - 1)
+    code = jnp.clip(claim.astype(jnp.int32), 0, config.N_STATUS - 1)
     inside = jnp.take_along_axis(supp, code[:, None], axis=1)[:, 0]
     return (claim >= 0) & ~inside
 
@@ -171,7 +171,7 @@ def as_flags(method: MethodConfig | MethodFlags) -> MethodFlags:
 
 
 def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfig | MethodFlags,
-                params, model, bench: Bench, cfg: C.GilpConfig,
+                params, model, bench: Bench, cfg: config.GilpConfig,
                 sizes: tuple[int, int] | None = None) -> dict:
     """Events 1-4 and 7 on the agent side. Reads only `observe(G̃)` and Phase 1 on `observe(G)`.
 
@@ -204,7 +204,7 @@ def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfi
 
     # One block of uniforms for every scalar decision (each PRNG call site inlines a hash).
     # Always A_MAX candidate draws (sliced), so a slot cut never changes the random stream.
-    u = jax.random.uniform(k_u, (_U_SCALARS + C.A_MAX,), minval=1e-12)
+    u = jax.random.uniform(k_u, (_U_SCALARS + config.A_MAX,), minval=1e-12)
     u = u[:_U_SCALARS + acts.shape[0]]
     unif = lambda i: u[i]  # noqa: E731
     # Event 1: parse of the draft call (and GILP's re-prompt).
@@ -297,7 +297,7 @@ def _tokens(key: jax.Array, g: Graph, state: SimState, agent: dict,
 
 
 def sim_step(keys: StepKeys, state: SimState, method: MethodConfig | MethodFlags, params, model,
-             bench: Bench, cfg: C.GilpConfig = C.GilpConfig(),
+             bench: Bench, cfg: config.GilpConfig = config.GilpConfig(),
              sizes: tuple[int, int] | None = None) -> tuple[SimState, StepRecord]:
     """One simulated step of one episode (spec §5.2 events 1-7, §4.6). Both keys are consumed.
 
@@ -368,7 +368,7 @@ def sim_step(keys: StepKeys, state: SimState, method: MethodConfig | MethodFlags
         new_belief = truth.astype(jnp.int8)
 
     success = info.done
-    dead_end = (info.dstar_after >= C.UNSOLV) & ~success
+    dead_end = (info.dstar_after >= config.UNSOLV) & ~success
     done = success | dead_end | (g_next.t >= g.budget)
     stepped = SimState(
         g=g_next, belief=new_belief, alive=~done,

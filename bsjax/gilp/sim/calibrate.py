@@ -24,12 +24,10 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from bsjax.gilp import config as C
-from bsjax.gilp import metrics
+from bsjax.gilp import config, metrics
 from bsjax.gilp.envs import registry
-from bsjax.gilp.sim import residuals as R
-from bsjax.gilp.sim import targets as TG
-from bsjax.gilp.sim import token_model as TM
+from bsjax.gilp.sim import residuals, token_model
+from bsjax.gilp.sim import targets as gilp_targets
 from bsjax.gilp.sim.params import LOCAL_PARAMS_FILE, PARAMS_FILE, SimParams
 from bsjax.gilp.sim.run import records_to_events, run_simulated_sweep
 from bsjax.gilp.sim.search import Journal, Log, StageResult, fit_stage, with_values
@@ -46,8 +44,8 @@ STAGE1_SPACE = (("c_tg", 0.5, 1.0), ("t_slip", 0.02, 2.0), ("h0", 0.0, 0.6), ("h
 STAGE2_SPACE = (("kappa_delta", 0.0, 1.0), ("eta_ground", 0.0, 1.0), ("kappa_rec", 0.0, 1.0),
                 ("eta_val", 0.0, 1.0), ("eta_risk", 0.0, 1.0), ("eta_value", 0.0, 1.0),
                 ("eta_in", 0.0, 1.0), ("pi_we", 0.0, 0.8), ("pi_dep", 0.0, 0.8))
-STAGE2_METHODS = ("Agent-Replan", *TG.HYBRIDS)
-STAGE3_METHODS = ("Agent-Replan", "Hybrid-Full", *TG.GILPS)
+STAGE2_METHODS = ("Agent-Replan", *gilp_targets.HYBRIDS)
+STAGE3_METHODS = ("Agent-Replan", "Hybrid-Full", *gilp_targets.GILPS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +138,7 @@ class SimSetup:
     root_key: jax.Array
     ood_tasks: dict = dataclasses.field(default_factory=dict)
     task_ids: dict = dataclasses.field(default_factory=dict)
-    cfg: C.GilpConfig = C.GilpConfig()
+    cfg: config.GilpConfig = config.GilpConfig()
 
 
 def simulate_sweep(setup: SimSetup, methods: Sequence[str], params_sets: Sequence[SimParams],
@@ -186,13 +184,13 @@ class StageObjective:
     """`params -> (objective, residual rows, summaries)` of one stage; `many(sets)` evaluates
     several parameter sets in one batched simulation."""
 
-    def __init__(self, setup: SimSetup, methods: Sequence[str], targets: list[TG.Target]):
+    def __init__(self, setup: SimSetup, methods: Sequence[str], targets: list[gilp_targets.Target]):
         self.setup, self.methods, self.targets = setup, list(methods), targets
 
     def many(self, params_sets: Sequence[SimParams]) -> list[tuple[float, list[dict], dict]]:
         out = []
         for summaries in simulate_sweep(self.setup, self.methods, params_sets):
-            value, rows = TG.evaluate(self.targets, summaries)
+            value, rows = gilp_targets.evaluate(self.targets, summaries)
             out.append((value, rows, summaries))
         return out
 
@@ -201,16 +199,16 @@ class StageObjective:
 
 
 def stage_objective(setup: SimSetup, methods: Sequence[str],
-                    targets: list[TG.Target]) -> StageObjective:
+                    targets: list[gilp_targets.Target]) -> StageObjective:
     """The objective of one stage (`StageObjective`)."""
     return StageObjective(setup, methods, targets)
 
 
-def agent_objective(setup: SimSetup, targets: list[TG.Target] | None = None) -> StageObjective:
+def agent_objective(setup: SimSetup, targets: list[gilp_targets.Target] | None = None) -> StageObjective:
     """Stage 1's objective: Agent-Replan (no backbone) against `targets` (default the paper's,
     `TG.agent_targets()`), horizon buckets without a task of `setup.tasks` dropped."""
     horizons = np.concatenate([np.asarray(t["horizon"]) for t in setup.tasks.values()])
-    targets = TG.agent_targets() if targets is None else targets
+    targets = gilp_targets.agent_targets() if targets is None else targets
     return stage_objective(dataclasses.replace(setup, models={}), ["Agent-Replan"],
                            drop_empty_buckets(targets, horizons))
 
@@ -226,18 +224,18 @@ def model_digest(model) -> str:
     return digest.hexdigest()
 
 
-def stage2_targets(agent_rows: list[TG.Target]) -> list[TG.Target]:
+def stage2_targets(agent_rows: list[gilp_targets.Target]) -> list[gilp_targets.Target]:
     """Stage 2's rows: the Hybrid targets plus Agent-Replan's stage-1 rows (as stage 2)."""
-    return TG.hybrid_targets() + [t._replace(stage=2) for t in agent_rows]
+    return gilp_targets.hybrid_targets() + [t._replace(stage=2) for t in agent_rows]
 
 
-def drop_empty_buckets(targets: list[TG.Target], horizons: np.ndarray) -> list[TG.Target]:
+def drop_empty_buckets(targets: list[gilp_targets.Target], horizons: np.ndarray) -> list[gilp_targets.Target]:
     """Bucket-SR rows whose bucket holds none of the tasks get weight 0 (reported as n/a):
     the val split's ID horizons never exceed 10, so SR(H>10) cannot be fitted on it."""
     out = []
     for t in targets:
         if t.metric.startswith("sr@"):
-            lo, hi = C.HORIZON_BUCKETS[C.HORIZON_BUCKET_NAMES.index(t.metric[3:])]
+            lo, hi = config.HORIZON_BUCKETS[config.HORIZON_BUCKET_NAMES.index(t.metric[3:])]
             if not np.any((horizons >= lo) & (horizons <= hi)):
                 t = t._replace(weight=0.0, note=(t.note + "; no val task in this bucket").lstrip("; "))
         out.append(t)
@@ -247,21 +245,21 @@ def drop_empty_buckets(targets: list[TG.Target], horizons: np.ndarray) -> list[T
 # --- the token model ---------------------------------------------------------------------------
 
 def fit_tokens(task_sets: Mapping[str, Mapping[str, np.ndarray]], n_prompts: int,
-               tokenizer: Callable[[str], float] = TM.char_tokens, seed: int = 0) -> dict:
+               tokenizer: Callable[[str], float] = token_model.char_tokens, seed: int = 0) -> dict:
     """The token model on `n_prompts` rendered prompts: the pooled fit (its coefficients go
     into the parameters) and one fit per benchmark (the formula has no benchmark term, and
     prompts of different benchmarks spend different tokens per node; `load_params(path, bench)`
     applies a benchmark's own coefficients)."""
-    samples = TM.render_all(task_sets, n_prompts, seed, tokenizer)
-    fit = TM.fit_token_model(samples)
+    samples = token_model.render_all(task_sets, n_prompts, seed, tokenizer)
+    fit = token_model.fit_token_model(samples)
     per_bench, coefs_per_bench = {}, {}
     benches = np.asarray(samples.bench)
     for bench in task_sets:
         keep = benches == bench
-        part = TM.TokenSamples(*(getattr(samples, f)[keep] for f in
+        part = token_model.TokenSamples(*(getattr(samples, f)[keep] for f in
                                  ("call_type", "n_real", "n_cands", "n_rows", "history",
                                   "tokens")), bench=tuple(benches[keep]))
-        bench_fit = TM.fit_token_model(part)
+        bench_fit = token_model.fit_token_model(part)
         per_bench[bench], coefs_per_bench[bench] = bench_fit.r2, bench_fit.coefs
     return {"coefs": fit.coefs, "r2": fit.r2, "rmse": fit.rmse, "prompts": fit.n,
             "mean_tokens": fit.mean_tokens, "r2_per_bench": per_bench,
@@ -289,8 +287,8 @@ def _search(stage: int, stages: Sequence[int], sobol: int, nm: int) -> tuple[int
 
 def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
               budget: CalibrationBudget, backbone: str = "MPNN", profile: str = "quick",
-              models: Mapping | None = None, tokenizer: Callable[[str], float] = TM.char_tokens,
-              run_seed: int = 0, cfg: C.GilpConfig = C.GilpConfig(),
+              models: Mapping | None = None, tokenizer: Callable[[str], float] = token_model.char_tokens,
+              run_seed: int = 0, cfg: config.GilpConfig = config.GilpConfig(),
               initial: SimParams | None = None, stages: Sequence[int] = (1, 2),
               log: Log = lambda line: None) -> dict:
     """The full calibration (token model, stages 1-3); writes `gilp_sim_params.json` and
@@ -355,23 +353,62 @@ def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
     log("stage 3: GILP and its ablations (predictions)")
     t3 = time.perf_counter()
     summaries3 = simulate(setup, STAGE3_METHODS, params, ood=bool(ood))
-    _, rows3 = TG.evaluate(TG.gilp_checks(bool(ood)), summaries3)
-    rows3 += TG.relation_checks(summaries3)
+    _, rows3 = gilp_targets.evaluate(gilp_targets.gilp_checks(bool(ood)), summaries3)
+    rows3 += gilp_targets.relation_checks(summaries3)
     # The fitted bands are re-checked on the stage-3 run (same episodes, final parameters).
-    _, recheck = TG.evaluate([t._replace(stage=3, weight=0.0) for t in targets1 + TG.hybrid_targets()
-                              if t.band is not None and t.method in summaries3], summaries3)
+    _, recheck = gilp_targets.evaluate(
+        [
+            t._replace(stage=3, weight=0.0)
+            for t in targets1 + gilp_targets.hybrid_targets()
+            if t.band is not None and t.method in summaries3
+        ],
+        summaries3,
+    )
     stage3_seconds = time.perf_counter() - t3
-    doc = R.document(params, tokens, [stage1, stage2], rows3, recheck, summaries3,
-                     run_meta(budget, benches, time.perf_counter() - start, backbone=backbone,
-                              stages=list(stages), initial=initial is not None,
-                              profile=profile, run_seed=run_seed,
-                              ood_evaluated=bool(ood), stage3_seconds=round(stage3_seconds, 2)))
-    R.write_outputs(Path(out), doc, PARAMS_FILE, RESIDUALS_FILE)
+    doc = residuals.document(
+        params,
+        tokens,
+        [stage1, stage2],
+        rows3,
+        recheck,
+        summaries3,
+        run_meta(
+            budget,
+            benches,
+            time.perf_counter() - start,
+            backbone=backbone,
+            stages=list(stages),
+            initial=initial is not None,
+            profile=profile,
+            run_seed=run_seed,
+            ood_evaluated=bool(ood),
+            stage3_seconds=round(stage3_seconds, 2),
+        ),
+    )
+    residuals.write_outputs(Path(out), doc, PARAMS_FILE, RESIDUALS_FILE)
     log(f"wrote {Path(out) / PARAMS_FILE} and {Path(out) / RESIDUALS_FILE}")
     return doc
 
 
-__all__ = ["BUDGETS", "LOCAL_PARAMS_FILE", "PARAMS_FILE", "CalibrationBudget", "Journal",
-           "SimSetup", "StageObjective", "StageResult", "agent_objective", "calibrate", "fit_stage",
-           "fit_tokens", "get_budget", "model_digest", "run_meta", "simulate", "simulate_sweep",
-           "stage2_targets", "stage_objective", "with_values"]
+__all__ = [
+    "BUDGETS",
+    "LOCAL_PARAMS_FILE",
+    "PARAMS_FILE",
+    "CalibrationBudget",
+    "Journal",
+    "SimSetup",
+    "StageObjective",
+    "StageResult",
+    "agent_objective",
+    "calibrate",
+    "fit_stage",
+    "fit_tokens",
+    "get_budget",
+    "model_digest",
+    "run_meta",
+    "simulate",
+    "simulate_sweep",
+    "stage2_targets",
+    "stage_objective",
+    "with_values",
+]

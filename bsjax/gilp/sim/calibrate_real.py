@@ -10,11 +10,10 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from bsjax.gilp import config as C
-from bsjax.gilp import metrics
+from bsjax.gilp import config, metrics
 from bsjax.gilp.sim import calibrate as cal
-from bsjax.gilp.sim import residuals as R
-from bsjax.gilp.sim import targets as TG
+from bsjax.gilp.sim import residuals
+from bsjax.gilp.sim import targets as gilp_targets
 from bsjax.gilp.sim.params import LOCAL_PARAMS_FILE, SimParams
 from bsjax.gilp.sim.search import Log, fit_stage, with_values
 
@@ -29,23 +28,23 @@ def real_targets_and_tasks(work: str | Path, run_dir: str | Path) -> tuple[list,
         raise ValueError(f"{run_dir}/events.jsonl has no Agent-Replan episodes")
     summary = metrics.summarise(agent)["Agent-Replan"]
     tasks, ids = {}, {}
-    for bench in sorted({r["bench"] for r in agent}, key=C.BENCHMARKS.index):
+    for bench in sorted({r["bench"] for r in agent}, key=config.BENCHMARKS.index):
         refs = sorted({(r["split"], r["task"]) for r in agent if r["bench"] == bench})
         picked = []
         for split, task in refs:  # real_tasks.TaskRef ids: val tasks are offset, test ones are not
-            source = ("val" if task >= C.SPLIT_OFFSET["val"] else
+            source = ("val" if task >= config.SPLIT_OFFSET["val"] else
                       "test_ood" if split == "ood" else "test_id")
-            index = task - C.SPLIT_OFFSET["val"] if source == "val" else task
+            index = task - config.SPLIT_OFFSET["val"] if source == "val" else task
             arrays = pipeline.tasks(Path(work), bench, source, index + 1)
             picked.append({k: v[index] for k, v in arrays.items()})
         tasks[bench] = {k: np.stack([p[k] for p in picked]) for k in picked[0]}
         ids[bench] = [task for _, task in refs]
-    return TG.agent_targets(summary), tasks, ids
+    return gilp_targets.agent_targets(summary), tasks, ids
 
 
 def calibrate_from_real(work: str | Path, out: str | Path, run_dir: str | Path,
                         budget: cal.CalibrationBudget, base: SimParams | None = None,
-                        run_seed: int = 0, cfg: C.GilpConfig = C.GilpConfig(),
+                        run_seed: int = 0, cfg: config.GilpConfig = config.GilpConfig(),
                         log: Log = lambda line: None) -> dict:
     """Refit stage 1 to measured real-path Agent-Replan episodes (spec "Refitting to a local
     model"); other parameters come from `base` (the paper-calibrated set when given). Writes
@@ -60,10 +59,10 @@ def calibrate_from_real(work: str | Path, out: str | Path, run_dir: str | Path,
     stage1 = fit_stage(1, objective, base, cal.STAGE1_SPACE, budget.sobol1, budget.nm1, log=log,
                        batch=budget.batch)
     params = with_values(base, stage1.values)
-    doc = R.document(params, None, [stage1], [], [], stage1.summaries,
+    doc = residuals.document(params, None, [stage1], [], [], stage1.summaries,
                      cal.run_meta(budget, list(tasks), time.perf_counter() - start,
                                   from_real=str(run_dir), run_seed=run_seed))
-    R.write_outputs(Path(out), doc, LOCAL_PARAMS_FILE, cal.LOCAL_RESIDUALS_FILE)
+    residuals.write_outputs(Path(out), doc, LOCAL_PARAMS_FILE, cal.LOCAL_RESIDUALS_FILE)
     log(f"wrote {Path(out) / LOCAL_PARAMS_FILE}")
     return doc
 

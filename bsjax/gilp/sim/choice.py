@@ -12,7 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.envs import common
 from bsjax.gilp.envs.common import Bench
 from bsjax.gilp.methods import MethodFlags
@@ -33,7 +33,7 @@ def competence(bench: Bench, params) -> jax.Array:
 
 
 def belief_values(bench: Bench, view: Graph, acts: jax.Array, amask: jax.Array,
-                  cfg: C.GilpConfig) -> jax.Array:
+                  cfg: config.GilpConfig) -> jax.Array:
     """`[A]` float32 J̃(a): J_K of every candidate on the view (expectation model); -inf on padding."""
     return common.candidate_values(bench, view, acts, amask, cfg.value_horizon, cfg.gamma)
 
@@ -65,7 +65,7 @@ def choose(key: jax.Array, bench: Bench, view: Graph, acts: jax.Array, amask: ja
     n_acts = acts.shape[0]
     # Always A_MAX draws (sliced to the candidate slots in use), so a slot cut never changes
     # the random stream.
-    u = jax.random.uniform(key, (5 + C.A_MAX,), minval=1e-12)[:5 + n_acts]   # one PRNG call site
+    u = jax.random.uniform(key, (5 + config.A_MAX,), minval=1e-12)[:5 + n_acts]   # one PRNG call site
     semantic = index_of(acts, amask, common.oracle_obs_action(bench, view))
     slip = u[0] >= competence(bench, params)
     gumbel = -jnp.log(-jnp.log(u[5:]))                          # Gumbel-max = categorical

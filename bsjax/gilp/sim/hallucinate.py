@@ -24,7 +24,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.types import Graph
 
 FC, WE, DEP, VAL = 0, 1, 2, 3
@@ -53,15 +53,15 @@ def target_node(action: jax.Array) -> jax.Array:
 
 # Uniform draws one atom consumes (one `jax.random.uniform` block per event keeps the compiled
 # step small: every PRNG call site inlines a threefry hash).
-N = C.N_MAX
+N = config.N_MAX
 _FC = slice(0, N)                          # fc: pick a node
 _WE = slice(N, 2 * N)                      # we: pick a neighbour
 _WE_SIGN = 2 * N                           # we: try id + 1 or id − 1 first
 _DEP_ORDER = slice(2 * N + 1, 3 * N + 1)   # dep: which out-neighbours
 _DEP_STATUS = slice(3 * N + 1, 4 * N + 1)  # dep: ACTIVE or COMPLETED per node
 _DEP_COUNT = 4 * N + 1                     # dep: 1-3 nodes
-_VAL = slice(4 * N + 2, 4 * N + 2 + C.N_STATUS)  # val: the new status
-ATOM_DRAWS = 4 * N + 2 + C.N_STATUS
+_VAL = slice(4 * N + 2, 4 * N + 2 + config.N_STATUS)  # val: the new status
+ATOM_DRAWS = 4 * N + 2 + config.N_STATUS
 EVENT_DRAWS = 4 + 2 * ATOM_DRAWS           # event, two-atom, 2 types, then two atoms' draws
 
 
@@ -93,10 +93,10 @@ def false_completion(u, claim, belief, view, target) -> jax.Array:
     ids = jnp.arange(claim.shape[0])
     imagined = jnp.where(claim >= 0, claim, belief)
     near, _ = _neighbours(view, target)
-    open_ = view.nmask & (ids != target) & (imagined != C.COMPLETED)
+    open_ = view.nmask & (ids != target) & (imagined != config.COMPLETED)
     eligible = jnp.where(jnp.any(near & open_), near & open_, open_)
     v, ok = _pick(u[_FC], eligible)
-    return _set(claim, v, C.COMPLETED, belief, ok)
+    return _set(claim, v, config.COMPLETED, belief, ok)
 
 
 def wrong_entity(u, claim, belief, view, target) -> jax.Array:
@@ -135,8 +135,8 @@ def dependency_cascade(u, claim, belief, view, target) -> jax.Array:
                                            & (ids[None, :] < ids[:, None]))), axis=1)
     chosen = eligible & (rank < count)
     imagined = jnp.where(claim >= 0, claim, belief)
-    draw = jnp.where(u[_DEP_STATUS] < 0.5, C.COMPLETED, C.ACTIVE)
-    other = jnp.where(draw == C.COMPLETED, C.ACTIVE, C.COMPLETED)
+    draw = jnp.where(u[_DEP_STATUS] < 0.5, config.COMPLETED, config.ACTIVE)
+    other = jnp.where(draw == config.COMPLETED, config.ACTIVE, config.COMPLETED)
     status = jnp.where(draw == imagined, other, draw)
     write = chosen & (status != belief)
     return jnp.where(write, status, claim).astype(jnp.int8)
@@ -147,7 +147,7 @@ def wrong_value(u, claim, belief, view, target) -> jax.Array:
     are neither the claim nor the belief); no-op without a target atom."""
     del view
     current = claim[target]
-    statuses = jnp.arange(C.N_STATUS)
+    statuses = jnp.arange(config.N_STATUS)
     status, _ = _pick(u[_VAL], (statuses != current) & (statuses != belief[target]))
     return _set(claim, target, status, belief, current >= 0)
 

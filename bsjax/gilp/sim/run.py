@@ -16,19 +16,18 @@ import dataclasses
 import functools
 import time
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bsjax.gilp import config as C
-from bsjax.gilp import keys as K
+from bsjax.gilp import config
+from bsjax.gilp import keys as gilp_keys
 from bsjax.gilp.envs.common import Bench
 from bsjax.gilp.methods import MethodConfig, get_method, stack_flags
-from bsjax.gilp.sim.agent import StepKeys, StepRecord, init_state, sim_step
+from bsjax.gilp.sim.agent import StepKeys, init_state, sim_step
 from bsjax.gilp.sim.params import SimParams
-from bsjax.gilp.sim.run_events import records_to_events
+from bsjax.gilp.sim.run_events import SimRun, records_to_events
 from bsjax.gilp.types import Graph, graph_from_np
 
 EPISODE_CHUNK = 64        # episodes per compiled call on a CPU
@@ -40,34 +39,7 @@ def default_episode_chunk() -> int:
     return EPISODE_CHUNK if jax.default_backend() == "cpu" else EPISODE_CHUNK_ACCELERATOR
 
 
-class SimRun(NamedTuple):
-    """The records of one simulated run (host arrays).
-
-    Attributes:
-      method, bench: names.
-      kind: "llm" or "oracle".
-      task: `[E]` int task ids (keys and event rows).
-      task_index: `[E]` int position of each episode's task in the `tasks` passed in.
-      seed: `[E]` int episode seeds.
-      H: `[E]` int oracle horizons.
-      records: `StepRecord` of numpy arrays `[E, B_MAX, ...]`.
-      seconds: wall time of the run (compile included on a first call).
-      chunk_seconds: wall time of each chunk (the first includes the compile).
-    """
-
-    method: str
-    bench: str
-    kind: str
-    task: np.ndarray
-    task_index: np.ndarray
-    seed: np.ndarray
-    H: np.ndarray
-    records: StepRecord
-    seconds: float
-    chunk_seconds: tuple[float, ...] = ()
-
-
-def batched_episodes(method: MethodConfig | None, bench: Bench, cfg: C.GilpConfig = C.GilpConfig(),
+def batched_episodes(method: MethodConfig | None, bench: Bench, cfg: config.GilpConfig = config.GilpConfig(),
                      sizes: tuple[int, int] | None = None):
     """The un-jitted batch function `(root, params, model, g0 [E], task [E], seed [E]) ->
     (final SimState [E], StepRecord [E, B_MAX, ...])`: a `lax.scan` over the B_MAX steps of
@@ -91,10 +63,10 @@ def batched_episodes(method: MethodConfig | None, bench: Bench, cfg: C.GilpConfi
             keys, state, method if flags is None else flags, params, model, bench, cfg, sizes),
             in_axes=(0, 0, 0 if per_episode else None, None, 0))
         states = jax.vmap(lambda g: init_state(bench, g))(g0)
-        steps = jnp.arange(C.B_MAX)
+        steps = jnp.arange(config.B_MAX)
         per_step = lambda fn: jax.vmap(  # noqa: E731
             lambda t: jax.vmap(lambda i, s: fn(root, bench.name, i, s, t))(task, seed))(steps)
-        env, agent = per_step(K.env_key), per_step(K.agent_key)         # [B_MAX, E] keys
+        env, agent = per_step(gilp_keys.env_key), per_step(gilp_keys.agent_key)         # [B_MAX, E] keys
         blank = jax.eval_shape(
             lambda st: step(StepKeys(env[0], agent[0]), st, params, model, flags)[1], states)
 
@@ -113,8 +85,8 @@ def batched_episodes(method: MethodConfig | None, bench: Bench, cfg: C.GilpConfi
     return run
 
 
-@functools.lru_cache(maxsize=None)
-def episode_fn(method: MethodConfig | None, bench: Bench, cfg: C.GilpConfig = C.GilpConfig(),
+@functools.cache
+def episode_fn(method: MethodConfig | None, bench: Bench, cfg: config.GilpConfig = config.GilpConfig(),
                sizes: tuple[int, int] | None = None):
     """`jax.jit(batched_episodes(...))`, cached per (method, benchmark, config, slot cut);
     `method=None` gives the traced-flags function shared by every LLM method."""
@@ -263,7 +235,7 @@ def _run_static(method: MethodConfig, bench: Bench, model, tasks, seeds, root_ke
 
 def run_simulated(method_name: str | MethodConfig, bench: Bench, model, tasks, seeds: Sequence[int],
                   root_key: jax.Array, params: SimParams | None = None,
-                  cfg: C.GilpConfig = C.GilpConfig(), task_ids: Sequence[int] | None = None,
+                  cfg: config.GilpConfig = config.GilpConfig(), task_ids: Sequence[int] | None = None,
                   episode_chunk: int | None = None, compact: bool = True) -> SimRun:
     """Simulate one method on every (task, seed) episode, compiled for that method alone.
 
@@ -291,7 +263,7 @@ def run_simulated(method_name: str | MethodConfig, bench: Bench, model, tasks, s
 
 def run_simulated_many(methods: Sequence[str | MethodConfig], bench: Bench, model, tasks,
                        seeds: Sequence[int], root_key: jax.Array, params: SimParams | None = None,
-                       cfg: C.GilpConfig = C.GilpConfig(), task_ids: Sequence[int] | None = None,
+                       cfg: config.GilpConfig = config.GilpConfig(), task_ids: Sequence[int] | None = None,
                        episode_chunk: int | None = None, compact: bool = True) -> list[SimRun]:
     """Simulate several methods on the same episodes with one compiled function (per skeleton
     size `skeleton_k`, a static shape).
@@ -313,7 +285,7 @@ def run_simulated_many(methods: Sequence[str | MethodConfig], bench: Bench, mode
 
 def run_simulated_sweep(methods: Sequence[str | MethodConfig], bench: Bench, model, tasks,
                         seeds: Sequence[int], root_key: jax.Array,
-                        params_sets: Sequence[SimParams], cfg: C.GilpConfig = C.GilpConfig(),
+                        params_sets: Sequence[SimParams], cfg: config.GilpConfig = config.GilpConfig(),
                         task_ids: Sequence[int] | None = None, episode_chunk: int | None = None,
                         compact: bool = True) -> list[list[SimRun]]:
     """`run_simulated_many` under each of several parameter sets, batched: the episodes of
@@ -355,7 +327,7 @@ def run_simulated_sweep(methods: Sequence[str | MethodConfig], bench: Bench, mod
 
 
 def _run_shared(llm: list[MethodConfig], bench: Bench, model, tasks, seeds, root_key,
-                params_sets: list[SimParams], cfg: C.GilpConfig, task_ids, episode_chunk,
+                params_sets: list[SimParams], cfg: config.GilpConfig, task_ids, episode_chunk,
                 compact) -> dict[str, list[SimRun]]:
     """LLM methods through one traced-flags simulator, every parameter set in the same calls:
     `{method: [SimRun per set]}`."""

@@ -1,23 +1,49 @@
-"""Event rows (spec/gilp.md §6.1, the `bsjax.gilp.events` schema) of a simulated run's records."""
+"""A simulated run's records (`SimRun`) and their event rows (spec/gilp.md §6.1, the
+`bsjax.gilp.events` schema)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 import numpy as np
 
-from bsjax.gilp import config as C
-from bsjax.llm.gilp_prompts import action_str
+from bsjax.gilp import config
+from bsjax.gilp.llm.prompts import action_str
+from bsjax.gilp.sim.agent import StepRecord
 
-if TYPE_CHECKING:
-    from bsjax.gilp.sim.run import SimRun
+
+class SimRun(NamedTuple):
+    """The records of one simulated run (host arrays).
+
+    Attributes:
+      method, bench: names.
+      kind: "llm" or "oracle".
+      task: `[E]` int task ids (keys and event rows).
+      task_index: `[E]` int position of each episode's task in the `tasks` passed in.
+      seed: `[E]` int episode seeds.
+      H: `[E]` int oracle horizons.
+      records: `StepRecord` of numpy arrays `[E, B_MAX, ...]`.
+      seconds: wall time of the run (compile included on a first call).
+      chunk_seconds: wall time of each chunk (the first includes the compile).
+    """
+
+    method: str
+    bench: str
+    kind: str
+    task: np.ndarray
+    task_index: np.ndarray
+    seed: np.ndarray
+    H: np.ndarray
+    records: StepRecord
+    seconds: float
+    chunk_seconds: tuple[float, ...] = ()
 
 
 def _atoms(claims: np.ndarray) -> tuple[list[list], np.ndarray]:
     """Atoms [[v, status_name]] of an `[N]` claim vector (ascending v) and their node ids."""
     vs = np.flatnonzero(claims >= 0)
-    return [[int(v), C.STATUS_NAMES[int(claims[v])]] for v in vs], vs
+    return [[int(v), config.STATUS_NAMES[int(claims[v])]] for v in vs], vs
 
 
 def _opt_float(x) -> float | None:
@@ -74,4 +100,4 @@ def records_to_events(run: SimRun, split: str | Sequence[str] = "id") -> list[di
     return rows
 
 
-__all__ = ["records_to_events"]
+__all__ = ["SimRun", "records_to_events"]

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from bsjax.gilp import config as C
-from bsjax.gilp import paper_numbers as PN
+from bsjax.gilp import config, paper_numbers
 
 MISSING_PENALTY = 1.0  # squared residual (in the metric's units) charged when it is undefined
 # Residuals enter the objective in units of their acceptance band's half-width (bsjax choice,
@@ -68,7 +67,7 @@ def metric_value(summary: dict | None, metric: str) -> float | None:
     return None if value is None else float(value)
 
 
-def _row(stage, method, metric, paper: PN.Paper, weight, band_halfwidth=None, band=None,
+def _row(stage, method, metric, paper: paper_numbers.Paper, weight, band_halfwidth=None, band=None,
          note=""):
     w = weight * (0.5 if paper.rev else 1.0)
     if band is None and band_halfwidth is not None:
@@ -78,7 +77,7 @@ def _row(stage, method, metric, paper: PN.Paper, weight, band_halfwidth=None, ba
 
 
 def _p_err_rows(stage: int, method: str, p1: float, p10: float, band10: float | None = None):
-    profile = PN.linear_p_err(p1, p10)
+    profile = paper_numbers.linear_p_err(p1, p10)
     return [Target(stage, method, f"p_err@{k}", p, 1.0, False,
                    (p - band10, p + band10) if band10 is not None and k == 10 else None,
                    "linear profile (Table 6)") for k, p in enumerate(profile, 1)]
@@ -94,11 +93,11 @@ def agent_targets(summary: dict | None = None) -> list[Target]:
                                      ("pd", 2, 0.4)):
             value = metric_value(summary, metric)
             if value is not None:
-                rows.append(_row(1, m, metric, PN.Paper(value, note="measured"), weight, half))
-        for name in C.HORIZON_BUCKET_NAMES:
+                rows.append(_row(1, m, metric, paper_numbers.Paper(value, note="measured"), weight, half))
+        for name in config.HORIZON_BUCKET_NAMES:
             value = metric_value(summary, f"sr@{name}")
             if value is not None:
-                rows.append(_row(1, m, f"sr@{name}", PN.Paper(value, note="measured"), 1))
+                rows.append(_row(1, m, f"sr@{name}", paper_numbers.Paper(value, note="measured"), 1))
         for k in range(1, 11):
             value = metric_value(summary, f"p_err@{k}")
             if value is not None:
@@ -106,10 +105,10 @@ def agent_targets(summary: dict | None = None) -> list[Target]:
                                    band=(value - 0.04, value + 0.04) if k == 10 else None,
                                    note="measured"))
         return rows
-    t1, t2, t6 = PN.TABLE1[m], PN.TABLE2[m], PN.TABLE6[m]
+    t1, t2, t6 = paper_numbers.TABLE1[m], paper_numbers.TABLE2[m], paper_numbers.TABLE6[m]
     rows = [_row(1, m, "sr", t1["sr"], 4, 0.04), _row(1, m, "hsr", t1["hsr"], 4, 0.02),
             _row(1, m, "iar", t1["iar"], 2, 0.03), _row(1, m, "pd", t1["pd"], 2, 0.4)]
-    rows += [_row(1, m, f"sr@{b}", t2[b], 1) for b in C.HORIZON_BUCKET_NAMES]
+    rows += [_row(1, m, f"sr@{b}", t2[b], 1) for b in config.HORIZON_BUCKET_NAMES]
     return rows + _p_err_rows(1, m, t6["p_err1"].value, t6["p_err10"].value, 0.04)
 
 
@@ -125,15 +124,15 @@ def hybrid_targets() -> list[Target]:
     measured passively on Hybrid-Full drafts."""
     rows = []
     for m in HYBRIDS:
-        merged = {**PN.TABLE5.get(m, {}), **PN.TABLE1.get(m, {})}
+        merged = {**paper_numbers.TABLE5.get(m, {}), **paper_numbers.TABLE1.get(m, {})}
         for metric, paper in merged.items():
             if metric not in _WEIGHT:
                 continue
             half = {"sr": 0.04, "hsr": 0.02}.get(metric) if m == "Hybrid-Full" else None
             rows.append(_row(2, m, metric, paper, _WEIGHT[metric], half))
-    t6 = PN.TABLE6["Hybrid-Full"]
+    t6 = paper_numbers.TABLE6["Hybrid-Full"]
     rows += _p_err_rows(2, "Hybrid-Full", t6["p_err1"].value, t6["p_err10"].value)
-    rows.append(_row(2, "Hybrid-Full", "alpha", PN.TABLE6["GILP"]["alpha"], 2,
+    rows.append(_row(2, "Hybrid-Full", "alpha", paper_numbers.TABLE6["GILP"]["alpha"], 2,
                      note="α of the Phase-3 gate run passively on Hybrid-Full drafts"))
     return rows
 
@@ -141,20 +140,20 @@ def hybrid_targets() -> list[Target]:
 def gilp_checks(with_ood: bool) -> list[Target]:
     """Stage-3 rows (weight 0): GILP's headline numbers with the predicted bands, the gate
     rates, OOD SR (when evaluated) and the ablations' Table-5 values."""
-    m, t1 = "GILP", PN.TABLE1["GILP"]
+    m, t1 = "GILP", paper_numbers.TABLE1["GILP"]
     rows = [_row(3, m, "sr", t1["sr"], 0, 0.06), _row(3, m, "hsr", t1["hsr"], 0, band=(0.02, 0.10)),
             _row(3, m, "iar", t1["iar"], 0), _row(3, m, "pd", t1["pd"], 0),
-            _row(3, m, "p_err@10", PN.TABLE6[m]["p_err10"], 0),
-            _row(3, m, "corr_rate", PN.TABLE3[m]["corr_rate"], 0),
-            _row(3, m, "risk_rate", PN.TABLE3[m]["risk_rate"], 0),
-            _row(3, m, "calls_step", PN.TABLE3[m]["calls_step"], 0, band=(1.15, 1.45)),
-            _row(3, m, "beta", PN.TABLE6[m]["beta"], 0)]
+            _row(3, m, "p_err@10", paper_numbers.TABLE6[m]["p_err10"], 0),
+            _row(3, m, "corr_rate", paper_numbers.TABLE3[m]["corr_rate"], 0),
+            _row(3, m, "risk_rate", paper_numbers.TABLE3[m]["risk_rate"], 0),
+            _row(3, m, "calls_step", paper_numbers.TABLE3[m]["calls_step"], 0, band=(1.15, 1.45)),
+            _row(3, m, "beta", paper_numbers.TABLE6[m]["beta"], 0)]
     if with_ood:  # OOD episodes are summarised apart, as "METHOD (ood)"
         rows.append(_row(3, f"{m} (ood)", "sr_h10", t1["sr_h10"], 0))
         for method in ("GILP", "Agent-Replan"):
-            rows.append(_row(3, f"{method} (ood)", "sr", PN.OOD["sr_ood"][method], 0))
+            rows.append(_row(3, f"{method} (ood)", "sr", paper_numbers.OOD["sr_ood"][method], 0))
     for method in GILPS[1:]:
-        for metric, paper in PN.TABLE5[method].items():
+        for metric, paper in paper_numbers.TABLE5[method].items():
             rows.append(_row(3, method, metric, paper, 0))
     return rows
 

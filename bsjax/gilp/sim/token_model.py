@@ -5,7 +5,7 @@
 
 `render_token_samples` walks the observed states of val tasks (the task's initial state with
 statuses moved along, so serialised lengths vary as they do mid-episode), renders the four call
-types with `bsjax.llm.gilp_prompts` (system prompt + user message, as one LLM call sends them),
+types with `bsjax.gilp.llm.prompts` (system prompt + user message, as one LLM call sends them),
 and counts tokens with a tokenizer function (default `len(text) / 4`, the spec's fallback when no
 offline tokenizer is loaded). `fit_token_model` solves the least-squares problem and reports R².
 
@@ -20,12 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 import jax
 import numpy as np
 
-from bsjax.gilp import config as C
+from bsjax.gilp import config
 from bsjax.gilp.envs import registry
+from bsjax.gilp.llm import prompts
 from bsjax.gilp.planners import gate
 from bsjax.gilp.sim.agent import CALL_CORRECT, CALL_DRAFT, CALL_REPARSE
 from bsjax.gilp.types import graph_from_np
-from bsjax.llm import gilp_prompts as P
 
 CALL_TYPES = ("draft", "reparse", "correct", "risk")
 # SimParams field of each coefficient, in design-matrix column order.
@@ -82,14 +82,17 @@ def _moved_on(rng: np.random.Generator, graph: dict, progress: float) -> dict:
     status = np.asarray(graph["status"]).copy()
     real = np.flatnonzero(np.asarray(graph["nmask"], bool))
     moved = real[rng.random(len(real)) < progress]
-    status[moved] = rng.choice([C.COMPLETED, C.ACTIVE, C.FAILED, C.SKIPPED], size=len(moved),
-                               p=[0.7, 0.15, 0.1, 0.05])
+    status[moved] = rng.choice(
+        [config.COMPLETED, config.ACTIVE, config.FAILED, config.SKIPPED],
+        size=len(moved),
+        p=[0.7, 0.15, 0.1, 0.05],
+    )
     return {**graph, "status": status.astype(np.int8)}
 
 
-def _random_atoms(rng: np.random.Generator, real: np.ndarray, count: int) -> list[P.Atom]:
+def _random_atoms(rng: np.random.Generator, real: np.ndarray, count: int) -> list[prompts.Atom]:
     nodes = rng.choice(real, size=min(count, len(real)), replace=False)
-    return [(int(v), int(rng.integers(0, C.N_STATUS))) for v in sorted(nodes)]
+    return [(int(v), int(rng.integers(0, config.N_STATUS))) for v in sorted(nodes)]
 
 
 def _n_claims(rng) -> int:
@@ -108,24 +111,38 @@ def _skeleton(rng, graph: dict, bench: str, acts, slots: list[int], n_rows: int)
         atoms = _random_atoms(rng, real, _n_claims(rng))
         delta = tuple((v, int(status[v]), s) for v, s in atoms)
         affected = tuple(v for v, _ in atoms)
-        rows.append(P.SkeletonRow(P.action_str(bench, acts[a]), float(rng.random()),
-                                  float(rng.normal()), float(rng.random()), delta, affected,
-                                  bool(rng.random() < 0.4)))
+        rows.append(
+            prompts.SkeletonRow(
+                prompts.action_str(bench, acts[a]),
+                float(rng.random()),
+                float(rng.normal()),
+                float(rng.random()),
+                delta,
+                affected,
+                bool(rng.random() < 0.4),
+            )
+        )
     return tuple(rows)
 
 
 def _history(rng, bench: str, acts, slots: list[int], real, lines: int) -> list[str]:
-    return [P.history_line(t, P.action_str(bench, acts[rng.choice(slots)]), bool(rng.random() < 0.8),
-                           _random_atoms(rng, real, _n_claims(rng)))
-            for t in range(lines)]
+    return [
+        prompts.history_line(
+            t,
+            prompts.action_str(bench, acts[rng.choice(slots)]),
+            bool(rng.random() < 0.8),
+            _random_atoms(rng, real, _n_claims(rng)),
+        )
+        for t in range(lines)
+    ]
 
 
-def _render(rng, call: int, ctx: P.PromptContext, bench_rules) -> str:
+def _render(rng, call: int, ctx: prompts.PromptContext, bench_rules) -> str:
     """The user message of one call type on a context (skeleton already set or None)."""
     if call == CALL_DRAFT:
-        return P.user_prompt(ctx)
+        return prompts.user_prompt(ctx)
     if call == CALL_REPARSE:
-        return P.reparse_prompt(ctx)
+        return prompts.reparse_prompt(ctx)
     names, slots = ctx.candidates()
     a = int(rng.integers(len(slots)))
     action = tuple(int(x) for x in ctx.acts[slots[a]])
@@ -142,17 +159,22 @@ def _render(rng, call: int, ctx: P.PromptContext, bench_rules) -> str:
         for v, s in backbone:
             bb_status[v], s_hat[v] = s, True
         lines = gate.discrepancies(im_status, bb_status, s_mask, s_hat)
-        return P.correction_prompt(ctx, names[a], imagined, backbone, lines,
-                                   explain if lines else ())
-    alts = [(names[int(i)], float(rng.random()))
-            for i in rng.choice(len(slots), size=int(rng.integers(1, min(4, len(slots)) + 1)),
-                                replace=False)]
-    return P.risk_prompt(ctx, names[a], float(0.65 + 0.35 * rng.random()), explain, alts)
+        return prompts.correction_prompt(ctx, names[a], imagined, backbone, lines, explain if lines else ())
+    alts = [
+        (names[int(i)], float(rng.random()))
+        for i in rng.choice(len(slots), size=int(rng.integers(1, min(4, len(slots)) + 1)), replace=False)
+    ]
+    return prompts.risk_prompt(ctx, names[a], float(0.65 + 0.35 * rng.random()), explain, alts)
 
 
-def render_token_samples(bench: str, tasks: Mapping[str, np.ndarray], n_prompts: int,
-                         seed: int = 0, tokenizer: Callable[[str], float] = char_tokens,
-                         fmt: str = "json_table") -> TokenSamples:
+def render_token_samples(
+    bench: str,
+    tasks: Mapping[str, np.ndarray],
+    n_prompts: int,
+    seed: int = 0,
+    tokenizer: Callable[[str], float] = char_tokens,
+    fmt: str = "json_table",
+) -> TokenSamples:
     """Render `n_prompts` prompts on the observed states of `tasks` (cycling through them).
 
     Each prompt draws a call type (draft half the time, the other three a sixth each), a state
@@ -174,17 +196,19 @@ def render_token_samples(bench: str, tasks: Mapping[str, np.ndarray], n_prompts:
     rng = np.random.default_rng(seed)
     n_tasks = int(np.asarray(tasks["status"]).shape[0])
     # Every prompt's state first, then one vmapped candidate call (one dispatch, not S).
-    states = [_moved_on(rng, {k: np.asarray(v[i % n_tasks]) for k, v in tasks.items()},
-                        float(rng.random())) for i in range(n_prompts)]
+    states = [
+        _moved_on(rng, {k: np.asarray(v[i % n_tasks]) for k, v in tasks.items()}, float(rng.random()))
+        for i in range(n_prompts)
+    ]
     stacked = {k: np.stack([st[k] for st in states]) for k in states[0]}
     all_acts, all_amask = jax.device_get(
-        jax.jit(jax.vmap(rules.candidates))(jax.vmap(graph_from_np)(stacked)))
-    system_text = P.SYSTEM_PROMPT + "\n"
-    cols: dict[str, list] = {k: [] for k in ("call_type", "n_real", "n_cands", "n_rows",
-                                             "history", "tokens")}
+        jax.jit(jax.vmap(rules.candidates))(jax.vmap(graph_from_np)(stacked))
+    )
+    system_text = prompts.SYSTEM_PROMPT + "\n"
+    cols: dict[str, list] = {k: [] for k in ("call_type", "n_real", "n_cands", "n_rows", "history", "tokens")}
     for i, graph in enumerate(states):
         acts, amask = all_acts[i], all_amask[i]
-        names_slots = P.candidate_list(bench, acts, amask)[1]
+        names_slots = prompts.candidate_list(bench, acts, amask)[1]
         real = np.flatnonzero(np.asarray(graph["nmask"], bool))
         call = int(rng.choice(4, p=[0.5, 1 / 6, 1 / 6, 1 / 6]))
         with_skeleton = call != CALL_DRAFT or rng.random() >= AGENT_SHARE
@@ -192,30 +216,49 @@ def render_token_samples(bench: str, tasks: Mapping[str, np.ndarray], n_prompts:
         most = min(MAX_ROWS, len(names_slots))
         n_rows = int(rng.integers(min(MIN_ROWS, most), most + 1)) if with_skeleton else 0
         # History lines at step t are min(t, W), t uniform over the episode's budget.
-        lines = min(int(rng.integers(0, int(graph["budget"]))), P.HISTORY_WINDOW)
-        ctx = P.PromptContext(
-            graph=graph, bench=bench, acts=acts, amask=amask,
+        lines = min(int(rng.integers(0, int(graph["budget"]))), prompts.HISTORY_WINDOW)
+        ctx = prompts.PromptContext(
+            graph=graph,
+            bench=bench,
+            acts=acts,
+            amask=amask,
             history=_history(rng, bench, acts, names_slots, real, lines),
-            skeleton=_skeleton(rng, graph, bench, acts, names_slots, n_rows) if with_skeleton
-            else None, fields="full", fmt=fmt)
+            skeleton=_skeleton(rng, graph, bench, acts, names_slots, n_rows) if with_skeleton else None,
+            fields="full",
+            fmt=fmt,
+        )
         text = system_text + _render(rng, call, ctx, rules)
-        for key, value in (("call_type", call), ("n_real", len(real)),
-                           ("n_cands", len(names_slots)), ("n_rows", n_rows),
-                           ("history", lines), ("tokens", float(tokenizer(text)))):
+        for key, value in (
+            ("call_type", call),
+            ("n_real", len(real)),
+            ("n_cands", len(names_slots)),
+            ("n_rows", n_rows),
+            ("history", lines),
+            ("tokens", float(tokenizer(text))),
+        ):
             cols[key].append(value)
-    return TokenSamples(**{k: np.asarray(v, np.float64 if k == "tokens" else np.int64)
-                           for k, v in cols.items()}, bench=(bench,) * n_prompts)
+    return TokenSamples(
+        **{k: np.asarray(v, np.float64 if k == "tokens" else np.int64) for k, v in cols.items()},
+        bench=(bench,) * n_prompts,
+    )
 
 
-def render_all(task_sets: Mapping[str, Mapping[str, np.ndarray]], n_prompts: int, seed: int = 0,
-               tokenizer: Callable[[str], float] = char_tokens) -> TokenSamples:
+def render_all(
+    task_sets: Mapping[str, Mapping[str, np.ndarray]],
+    n_prompts: int,
+    seed: int = 0,
+    tokenizer: Callable[[str], float] = char_tokens,
+) -> TokenSamples:
     """`render_token_samples` over several benchmarks (`{bench: tasks}`), `n_prompts` split
     evenly (the remainder to the first benchmarks)."""
     benches = list(task_sets)
-    share = [n_prompts // len(benches) + (i < n_prompts % len(benches))
-             for i in range(len(benches))]
-    return _concat([render_token_samples(b, task_sets[b], n, seed + i, tokenizer)
-                    for i, (b, n) in enumerate(zip(benches, share))])
+    share = [n_prompts // len(benches) + (i < n_prompts % len(benches)) for i in range(len(benches))]
+    return _concat(
+        [
+            render_token_samples(b, task_sets[b], n, seed + i, tokenizer)
+            for i, (b, n) in enumerate(zip(benches, share))
+        ]
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,12 +286,28 @@ def fit_token_model(samples: TokenSamples) -> TokenFit:
     coef, *_ = np.linalg.lstsq(x, y, rcond=None)
     resid = y - x @ coef
     ss_tot = float(np.sum((y - y.mean()) ** 2))
-    r2 = 1.0 - float(np.sum(resid ** 2)) / ss_tot if ss_tot > 0 else 1.0
-    means = {name: float(y[samples.call_type == i].mean())
-             for i, name in enumerate(CALL_TYPES) if np.any(samples.call_type == i)}
-    return TokenFit(coefs={f: float(c) for f, c in zip(COEF_FIELDS, coef)}, r2=r2,
-                    rmse=float(np.sqrt(np.mean(resid ** 2))), n=len(y), mean_tokens=means)
+    r2 = 1.0 - float(np.sum(resid**2)) / ss_tot if ss_tot > 0 else 1.0
+    means = {
+        name: float(y[samples.call_type == i].mean())
+        for i, name in enumerate(CALL_TYPES)
+        if np.any(samples.call_type == i)
+    }
+    return TokenFit(
+        coefs={f: float(c) for f, c in zip(COEF_FIELDS, coef)},
+        r2=r2,
+        rmse=float(np.sqrt(np.mean(resid**2))),
+        n=len(y),
+        mean_tokens=means,
+    )
 
 
-__all__ = ["CALL_TYPES", "COEF_FIELDS", "TokenFit", "TokenSamples", "char_tokens",
-           "fit_token_model", "render_all", "render_token_samples"]
+__all__ = [
+    "CALL_TYPES",
+    "COEF_FIELDS",
+    "TokenFit",
+    "TokenSamples",
+    "char_tokens",
+    "fit_token_model",
+    "render_all",
+    "render_token_samples",
+]

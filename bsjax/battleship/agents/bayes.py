@@ -1,0 +1,105 @@
+"""Grand et al.'s Bayes-QMD captain with the LLM taken out (grand-protocol §5.4-5.6), ONE game.
+
+- Bayes-Q: the question is the EIG-best of a candidate pool drawn from the region DSL — the 83
+  catalog templates, frontier rings (radius 1, 2) around every hit or frontier cell, and cluster
+  neighbourhoods (depth 1, 2) of every hit cluster — instead of k questions sampled from an LLM.
+  Regions already asked (same cells) and empty regions are left out.
+- Bayes-M: shots go to the MAP cell (argmax p, lowest index on ties).
+- Bayes-D: ask iff gamma * E_a[max p | a] > max p now, with the particles split by the best
+  question's noise-free answer (epsilon enters the weights, not the partition), gamma = 0.95.
+Zero LLM calls; works on both protocols.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from bsjax.battleship.agents.base import Agent
+from bsjax.battleship.agents.basic import summarize_turn
+from bsjax.battleship.config import GameConfig
+from bsjax.battleship.game import bitboard, questions
+from bsjax.battleship.planning import eig, sim
+from bsjax.battleship.types import ASK, SHOOT, Action, View
+
+RADII = (1, 2)
+
+
+def candidate_regions(config: GameConfig, hit_cells: jnp.ndarray,
+                      unknown: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """The DSL candidate pool of one turn.
+
+    Returns:
+      (`[K, W]` uint32 regions, `[K]` int32 template index or -1), K = 83 + 4 C: the templates,
+      then frontier rings of radius 1 and 2 anchored at every cell, then cluster neighbourhoods
+      of depth 1 and 2 anchored at every cell (invalid anchors give empty regions).
+    """
+    rows, cols, n = config.rows, config.cols, config.n_cells
+    cells = jnp.arange(n, dtype=jnp.int32)
+    frontier = questions.frontier(hit_cells, unknown, rows, cols)
+    labels = questions.hit_clusters(hit_cells, rows, cols)
+    ring_anchor = hit_cells | frontier
+    cluster_anchor = hit_cells & (labels == cells)        # one anchor per cluster
+
+    def rings(radius):
+        regions = jax.vmap(lambda a: questions.frontier_ring(a, jnp.int32(radius), unknown,
+                                                             rows, cols))(cells)
+        return regions & ring_anchor[:, None]
+
+    def neighbourhoods(depth):
+        regions = jax.vmap(lambda a: questions.cluster_neighborhood(
+            a, jnp.int32(depth), hit_cells, unknown, rows, cols))(cells)
+        return regions & cluster_anchor[:, None]
+
+    dsl = jnp.concatenate([rings(r) for r in RADII] + [neighbourhoods(d) for d in RADII])
+    regions = jnp.concatenate([sim.template_bits(), bitboard.pack(dsl)])
+    template = jnp.concatenate([jnp.arange(questions.N_TEMPLATES, dtype=jnp.int32),
+                                jnp.full(dsl.shape[0], -1, jnp.int32)])
+    return regions, template
+
+
+def already_asked(regions: jnp.ndarray, view: View) -> jnp.ndarray:
+    """`[K]` bool: the same cells were asked about before."""
+    obs = view.obs
+    same = jnp.all(regions[:, None, :] == obs.question_bits[None, :, :], axis=-1)   # [K, Q]
+    asked = jnp.arange(obs.question_bits.shape[0]) < obs.n_questions
+    return jnp.any(same & asked[None, :], axis=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class BayesAgent(Agent):
+    """Bayes-QMD without an LLM. `gamma` is the Bayes-D discount."""
+
+    config: GameConfig
+    gamma: float = 0.95
+
+    name = "bayes"
+    needs_belief = True
+
+    def init_state(self):
+        return ()
+
+    def decide(self, key: jax.Array, view: View, sampler, belief, state):
+        """Returns (action, `[]` float32 p of the MAP cell, state)."""
+        del key
+        cfg = self.config
+        turn = summarize_turn(cfg, view, sampler, belief)
+        p, parts, unknown, hit_cells, cell = (turn.p, turn.parts, turn.unknown, turn.hit_cells,
+                                              turn.best)
+
+        regions, template = candidate_regions(cfg, hit_cells, unknown)
+        answer_matrix = sim.answers(regions, parts)                              # [K, P]
+        p_yes = answer_matrix.astype(jnp.float32) @ parts.weights
+        valid = bitboard.any_set(regions) & ~already_asked(regions, view)
+        gain = jnp.where(valid, eig.expected_information_gain(p_yes, cfg.epsilon), -jnp.inf)
+        best_q = jnp.argmax(gain).astype(jnp.int32)
+
+        look = sim.lookahead(cfg, parts, answer_matrix[best_q][None], unknown, tempered=False)
+        ask = (eig.bayes_d_ask(p[cell], eig.expected_best_after(look)[0], self.gamma)
+               & valid[best_q] & (view.questions_left > 0))
+        action = Action(kind=jnp.where(ask, ASK, SHOOT).astype(jnp.int32), cell=cell,
+                        question_id=jnp.where(ask, template[best_q], -1),
+                        question_bits=regions[best_q])
+        return action, p[cell], state

@@ -1,0 +1,231 @@
+"""L3: MRA, the three-bucket reflective planner (paper-protocol §8.3, §9), for ONE game.
+
+`decide` is the policy plus the runtime's decision-time bookkeeping (world summary, preview Δ of
+every preset, the prediction of the chosen action); `observe` runs after the belief has absorbed
+the outcome: reconcile (errors, EMAs, cooldown), confidence, streak, and the gated revision —
+applied symbolically in-graph, or, for `mra-llm`, requested from the host (`llm_request`).
+Turning revision off changes no belief or planning path: they read the record, never own it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bsjax.battleship.agents.base import Agent
+from bsjax.battleship.agents.basic import summarize_turn
+from bsjax.battleship.config import GameConfig
+from bsjax.battleship.game import bitboard, questions, rules
+from bsjax.battleship.planning import sim
+from bsjax.battleship.runtime import presets as presets_lib
+from bsjax.battleship.runtime import signals
+from bsjax.battleship.runtime.record import COARSE, LATE, LOCAL, Policy, ReflectiveRecord, initial_record
+from bsjax.battleship.types import ASK, SHOOT, Action, View
+
+MODE_FAMILIES = (questions.COARSE_FAMILIES, questions.LOCAL_FAMILIES,
+                 ("row", "column", "quadrant", "block-2x2"))
+
+
+def mode_pools(first_n: int | None) -> np.ndarray:
+    """`[3, 83]` bool candidate templates of each mode; the paper keeps the first 10 in catalog
+    order (quirk 11), `first_n=None` keeps them all."""
+    pools = np.zeros((3, questions.N_TEMPLATES), bool)
+    for mode, families in enumerate(MODE_FAMILIES):
+        members = np.flatnonzero(questions.family_mask(*families))
+        pools[mode, members[:first_n] if first_n else members] = True
+    return pools
+
+
+@dataclasses.dataclass(frozen=True)
+class MRAAgent(Agent):
+    """Static configuration.
+
+    Attributes:
+      revision: `--revision on|off` (B4 / B3).
+      tau: the confidence threshold τ (0.72 for MRA; `--tau` for mra-llm).
+      variant: "paper" (faithful, quirks included) or "improved" (all candidates of a mode,
+        asked questions recorded and never repeated, calibration error in one unit).
+      llm: the gate hands the revision to the host instead of applying the preset (mra-llm).
+    """
+
+    config: GameConfig
+    revision: bool = True
+    tau: float = 0.72
+    variant: str = "paper"
+    llm: bool = False
+    llm_budget: int = 999
+    presets: tuple = presets_lib.PAPER_PRESETS
+
+    name = "mra"
+    needs_belief = True
+
+    def init_state(self) -> ReflectiveRecord:
+        return initial_record(len(self.presets))
+
+    @property
+    def improved(self) -> bool:
+        return self.variant == "improved"
+
+    # ----- decide -----
+
+    def decide(self, key: jax.Array, view: View, sampler, belief, record: ReflectiveRecord):
+        """Returns (action, `[]` float32 p of the best shot, record)."""
+        del key
+        cfg = self.config
+        p, parts, unknown, hit_cells, hits, total, best, best_value = summarize_turn(
+            cfg, view, sampler, belief)
+
+        frontier_count = jnp.sum(questions.frontier(hit_cells, unknown, cfg.rows, cfg.cols),
+                                 dtype=jnp.int32)
+        labels = questions.hit_clusters(hit_cells, cfg.rows, cfg.cols)
+        sizes = jnp.sum(labels[None, :] == jnp.arange(cfg.n_cells)[:, None], axis=1)
+        largest_cluster = jnp.max(sizes).astype(jnp.int32)
+
+        look = sim.lookahead(cfg, parts, sim.answers(sim.template_bits(), parts), unknown)
+        raw = sim.raw_question_values(look, hits, total)
+        mass = sim.region_mass(p, unknown)
+        relevance = sim.cluster_relevance(hit_cells, labels)
+        adjusted = jnp.stack([
+            sim.adjusted_values(raw, look.p_yes, mass, relevance, sim.COARSE_WEIGHTS),
+            sim.adjusted_values(raw, look.p_yes, mass, relevance, sim.SALVAGE_WEIGHTS)])
+
+        pools = jnp.asarray(mode_pools(None if self.improved else 10))
+        if self.improved:
+            pools = pools & ~record.asked[None, :]
+
+        def evaluate(policy: Policy):
+            """(V, ask?, question, bq, mode) of the immediate action under `policy` (§9.3)."""
+            mode = jnp.where(largest_cluster == 0, COARSE,
+                             jnp.where((view.turn >= policy.salvage_start_turn)
+                                       & (frontier_count == 0), LATE, LOCAL))
+            is_open = (record.used[mode] < policy.budgets[mode]) & (view.questions_left > 0)
+            scores = jnp.where(pools[mode], adjusted[jnp.minimum(mode, 1)], -jnp.inf)
+            question = jnp.argmax(scores).astype(jnp.int32)
+            # The reference scans from a best of 0 and keeps strictly larger values.
+            # Questions are scored only while the mode's budget is open (§8.3).
+            has_question = (scores[question] > 0) & is_open
+            bq = jnp.where(has_question, scores[question], 0.0)
+            prefer = (is_open & has_question & (bq > best_value)
+                      & ~(p[best] >= policy.exploit_threshold))
+            return jnp.where(prefer, bq, best_value), prefer, question, bq, mode
+
+        value, ask, question, bq, mode = evaluate(record.policy)
+        deltas = jnp.stack([evaluate(preset.patch(record.policy))[0] - value
+                            for preset in self.presets])
+
+        cell = best  # MRA shoots the global argmax, not a frontier cell
+        baseline = hits / total
+        record = record.replace(
+            frontier_count=frontier_count, largest_cluster=largest_cluster,
+            best_hit_prob=p[best], best_question_value=bq, preview_delta=deltas,
+            pred_kind=ask.astype(jnp.int32), pred_hit_prob=p[best],
+            pred_answer_prob=jnp.where(ask, look.p_yes[question], 0.0),
+            pred_gain=jnp.where(ask, jnp.maximum(0.0, bq - baseline), p[best] / total),
+            pred_baseline=baseline,
+            used=record.used.at[mode].add(ask.astype(jnp.int32)),
+            asked=record.asked.at[question].set(record.asked[question] | ask),
+            revised_now=jnp.bool_(False), llm_request=jnp.bool_(False), question_mode=mode,
+        )
+        action = Action(kind=jnp.where(ask, ASK, SHOOT).astype(jnp.int32), cell=cell,
+                        question_id=jnp.where(ask, question, -1),
+                        question_bits=sim.template_bits()[question])
+        return action, p[best], record
+
+    def trace(self, record: ReflectiveRecord) -> dict:
+        """Per-turn scalars for events.jsonl and `bsjax lens --view confidence`."""
+        out = {
+            "confidence": signals.model_confidence(record),
+            "pred_kind": record.pred_kind, "pred_hit_prob": record.pred_hit_prob,
+            "pred_answer_prob": record.pred_answer_prob, "pred_gain": record.pred_gain,
+            "pred_error_ema": record.pred_error_ema,
+            "calibration_error_ema": record.calibration_error_ema,
+            "streak": record.low_confidence_streak, "cooldown": record.cooldown,
+            "next_kind": record.next_kind, "next_delta": record.next_delta,
+            "revision": jnp.where(record.revised_now, record.last_kind, -1).astype(jnp.int32),
+            "question_mode": record.question_mode, "policy_mode": record.policy.mode,
+            "coarse_budget": record.policy.budgets[0], "local_budget": record.policy.budgets[1],
+            "late_budget": record.policy.budgets[2],
+            "salvage_start_turn": record.policy.salvage_start_turn,
+            "exploit_threshold": record.policy.exploit_threshold,
+            "llm_request": record.llm_request,
+        }
+        for i, preset in enumerate(self.presets):
+            out[f"delta_{preset.kind}"] = record.preview_delta[i]
+        return out
+
+    # ----- observe: reconcile, confidence, gate, revision -----
+
+    def observe(self, view: View, sampler, belief, record: ReflectiveRecord,
+                outcome: jax.Array, game_over: jax.Array) -> ReflectiveRecord:
+        """After the belief absorbed the outcome. `view` is the post-action view."""
+        cfg = self.config
+        total = jnp.sum(view.obs.ship_lengths).astype(jnp.float32)
+        signal = outcome.astype(jnp.float32)
+        is_question = record.pred_kind == 1
+        unknown = rules.unknown_cells(cfg, view.obs)
+        best_after = jnp.max(jnp.where(unknown, sampler.hit_probability(belief), 0.0))
+        question_gain = jnp.maximum(0.0, best_after - record.pred_hit_prob)
+        if self.improved:
+            question_gain = question_gain / total   # same unit as the prediction (fixes quirk 14)
+        realized = jnp.where(is_question, question_gain, signal / total)
+        pred_error = jnp.abs(signal - jnp.where(is_question, record.pred_answer_prob,
+                                                record.pred_hit_prob))
+        cal_error = jnp.abs(realized - record.pred_gain)
+        first = record.n_observations == 0
+        ema = lambda old, x: jnp.where(first, x, (3.0 * old + x) / 4.0)  # noqa: E731
+        record = record.replace(
+            pred_error_ema=ema(record.pred_error_ema, pred_error),
+            calibration_error_ema=ema(record.calibration_error_ema, cal_error),
+            n_observations=record.n_observations + 1,
+            cooldown=jnp.maximum(0, record.cooldown - 1),
+        )
+        need = signals.need_revision(record, self.tau)
+        streak = jnp.where(need, record.low_confidence_streak + 1, 0)
+        context = presets_lib.GateContext(
+            turn=view.turn, hits=bitboard.popcount(view.obs.hit_bits))
+        gated = record.replace(low_confidence_streak=streak)
+        next_kind, next_delta, flags = presets_lib.select(self.presets, gated, context)
+        gated = gated.replace(next_kind=next_kind, next_delta=next_delta,
+                              coarse_candidate=flags[0],
+                              preview_policy=presets_lib.apply(self.presets, record.policy,
+                                                               next_kind))
+        gate = signals.should_revise(gated, self.tau, self.revision) & ~game_over
+        ask_llm = gate & (record.llm_revision_count < self.llm_budget) if self.llm else False
+        # The host answers an LLM request between steps; otherwise the preset applies here.
+        revised = apply_revision(self.presets, gated, gate & ~ask_llm, next_kind)
+        revised = revised.replace(llm_request=jnp.asarray(ask_llm))
+        # A finished game only reconciles; the streak and the gate stop with it.
+        return jax.tree.map(lambda done, live: jnp.where(game_over, done, live), record, revised)
+
+
+def apply_revision(presets, record: ReflectiveRecord, gate: jax.Array, kind: jax.Array,
+                   policy: Policy | None = None, from_llm: jax.Array = False,
+                   fallback: jax.Array = False) -> ReflectiveRecord:
+    """Apply a revision where `gate`: the preset `kind`'s patch (or an explicit `policy` from the
+    LLM), counters, cooldown 3, the last kind and its symbolic Δ."""
+    patched = presets_lib.apply(presets, record.policy, kind) if policy is None else policy
+    new = record.replace(
+        policy=patched,
+        revision_count=record.revision_count + 1,
+        llm_revision_count=record.llm_revision_count + jnp.asarray(from_llm, jnp.int32),
+        fallback_count=record.fallback_count + jnp.asarray(fallback, jnp.int32),
+        cooldown=jnp.int32(presets_lib.COOLDOWN),
+        last_kind=kind, last_delta=record.next_delta, revised_now=jnp.bool_(True),
+    )
+    return jax.tree.map(lambda a, b: jnp.where(gate, a, b), new, record)
+
+
+@dataclasses.dataclass(frozen=True)
+class MRALLMAgent(MRAAgent):
+    """L4: MRA whose open gate asks an LLM for the revision (out of the graph, by the harness).
+
+    τ = 0 never opens the gate (identical to `mra --revision off`); τ = 1.0 is the paper's B6.
+    """
+
+    tau: float = 1.0
+    llm: bool = True
+
+    name = "mra-llm"

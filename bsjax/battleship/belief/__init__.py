@@ -1,0 +1,25 @@
+"""L1 beliefs: samplers over ship placements behind one interface.
+
+Every sampler is a frozen dataclass (static config) with
+  `init(key, obs, game_seed) -> state`, `update(key, state, obs) -> state`,
+  `hit_probability(state) -> [C] float32`, `weighted_particles(state) -> ([P, S], [P])`,
+all written for ONE game and vmapped over games by the harness.
+"""
+
+from __future__ import annotations
+
+from bsjax.battleship.config import GameConfig
+
+
+def make_sampler(name: str, config: GameConfig, particles: int = 500, reference_rng: bool = False):
+    """The sampler called `name` (chain, importance, particles) with `particles` samples."""
+    if name == "chain":
+        from bsjax.battleship.belief.chain import ChainSampler
+        return ChainSampler(config, n_samples=particles, reference_rng=reference_rng)
+    if name == "importance":
+        from bsjax.battleship.belief.importance import ImportanceSampler
+        return ImportanceSampler(config, n_particles=particles)
+    if name == "particles":
+        from bsjax.battleship.belief.particles import ParticleSampler
+        return ParticleSampler(config, n_particles=particles)
+    raise ValueError(f"unknown sampler {name!r} (choose from chain, importance, particles)")

@@ -1,0 +1,219 @@
+"""The paper-faithful persistent Metropolis chain (paper-protocol §5.1), for ONE game.
+
+One labelled board is moved one ship at a time; after every observation the chain is repaired if
+it contradicts a shot, burned in for `burn_in` steps, and `n_samples` boards are stored, `thin`
+steps apart. With `reference_rng=True` every draw comes from the reference's own int32 streams in
+the reference's order (ship, placement only if the pool is non-empty, uniform only if both
+log-posteriors are finite and Δ < 0), so a run reproduces the reference game for game; otherwise
+the same chain draws from JAX keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import chex
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from bsjax.battleship.belief import constraints, generator, moves
+from bsjax.battleship.belief.base import Sampler
+from bsjax.battleship.config import GameConfig
+from bsjax.battleship.game import refrng
+from bsjax.battleship.game import spans as spans_lib
+from bsjax.battleship.types import Observations
+
+BOARD_SEED_OFFSET = 20000
+REPAIR_BLOCK = 256
+
+
+@chex.dataclass(frozen=True)
+class ChainState:
+    """Attributes:
+    board: `[S]` int32 current placement.
+    samples: `[N, S]` int32 stored samples of the last refresh.
+    stream: `[]` int32 reference chain PRNG state (unused with JAX keys).
+    board_seed: `[]` int32 next `generateBoard` seed for repairs.
+    """
+
+    board: chex.Array
+    samples: chex.Array
+    stream: chex.Array
+    board_seed: chex.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainSampler(Sampler):
+    """Static configuration of the chain (hashable; closed over by jit)."""
+
+    config: GameConfig
+    n_samples: int = 500
+    thin: int = 5
+    reference_rng: bool = False
+
+    name = "chain"
+
+    @property
+    def burn_in(self) -> int:
+        return max(200, 2 * self.n_samples)
+
+    @property
+    def repair_tries(self) -> int:
+        return max(5000, 20 * self.n_samples)
+
+    @property
+    def log_dtype(self):
+        # The reference sums log-likelihoods in float64; bit-exact runs need it (x64 enabled).
+        return jnp.float64 if self.reference_rng else jnp.float32
+
+    # ----- public interface -----
+
+    def init(self, key: jax.Array, obs: Observations, game_seed: chex.Array) -> ChainState:
+        """Initial board `generateBoard(gameSeed + 20000)`, then one refresh. The key is consumed."""
+        game_seed = jnp.asarray(game_seed, jnp.int32)
+        k_board, k_refresh = jax.random.split(key)
+        if self.reference_rng:
+            board_seed = game_seed + jnp.int32(BOARD_SEED_OFFSET)
+        else:
+            board_seed = jax.random.randint(k_board, (), 1, 2**31 - 1, dtype=jnp.int32)
+        board, _ = generator.reference_board(self.config, obs.ship_lengths, board_seed)
+        state = ChainState(
+            board=board,
+            samples=jnp.broadcast_to(board, (self.n_samples, board.shape[0])),
+            stream=refrng.jax_seed_state(game_seed),
+            board_seed=board_seed + 1,
+        )
+        return self.update(k_refresh, state, obs)
+
+    def update(self, key: jax.Array, state: ChainState, obs: Observations) -> ChainState:
+        """Refresh after an observation: repair, burn in, collect thinned samples. Key consumed."""
+        state = self._repair(state, obs)
+        k_burn, k_collect = jax.random.split(key)
+        log_post = self._log_post(state.board, obs)
+
+        def run(carry, keys):
+            return lax.scan(lambda c, k: (self._mh_step(k, c, obs), None), carry, keys)[0]
+
+        carry = (state.board, log_post, state.stream)
+        carry = run(carry, self._step_keys(k_burn, self.burn_in))
+
+        def collect(carry, keys):
+            carry = run(carry, keys)
+            return carry, carry[0]
+
+        collect_keys = self._step_keys(k_collect, self.n_samples * self.thin)
+        collect_keys = collect_keys.reshape((self.n_samples, self.thin) + collect_keys.shape[1:])
+        (board, _, stream), samples = lax.scan(collect, carry, collect_keys)
+        return state.replace(board=board, samples=samples, stream=stream)
+
+    def weighted_particles(self, state: ChainState) -> tuple[chex.Array, chex.Array]:
+        """`[N, S]` samples and `[N]` equal weights."""
+        n = state.samples.shape[0]
+        return state.samples, jnp.full((n,), 1.0 / n, jnp.float32)
+
+    def hit_probability(self, state: ChainState) -> chex.Array:
+        """`[C]` float32 count/N (revealed cells included; callers mask them).
+
+        From integer counts, so argmax ties break as in the reference's sequential float64 sum.
+        """
+        counts = jnp.sum(spans_lib.board_cells(self.config, state.samples), axis=0,
+                         dtype=jnp.int32)
+        return counts.astype(jnp.float32) / jnp.float32(state.samples.shape[0])
+
+    # ----- internals -----
+
+    def _step_keys(self, key: jax.Array, n: int) -> chex.Array:
+        """Per-step randomness: `[n, 3]` uint32 words (ship, placement, acceptance).
+
+        Drawn in one call rather than splitting a key per step (threefry per step dominated the
+        step cost). In reference mode the words are unused placeholders: draws come from the
+        int32 stream.
+        """
+        if self.reference_rng:
+            return jnp.zeros((n, 3), jnp.uint32)
+        return jax.random.bits(key, (n, 3), jnp.uint32)
+
+    def _log_post(self, board: chex.Array, obs: Observations) -> chex.Array:
+        return constraints.log_posterior(self.config, spans_lib.spans_bits(self.config, board),
+                                         obs, self.log_dtype)
+
+    def _repair(self, state: ChainState, obs: Observations) -> ChainState:
+        """Replace a shot-inconsistent board by the first consistent stored sample, else by the first
+        consistent `generateBoard(seed++)` within `repair_tries`, else keep it."""
+        cfg = self.config
+        ok = lambda spans: constraints.shot_consistent(  # noqa: E731
+            spans_lib.spans_bits(cfg, spans), obs, cfg.reveal_colour)
+        board_ok = ok(state.board)
+        sample_ok = jax.vmap(ok)(state.samples)
+        first = jnp.argmax(sample_ok)
+        use_sample = ~board_ok & sample_ok[first]
+
+        # generateBoard(seed), generateBoard(seed + 1), ... is tried in blocks of REPAIR_BLOCK
+        # seeds at once; taking the first consistent board of the first block that has one gives
+        # exactly the sequential search's board and seed counter, in ~1/REPAIR_BLOCK the steps.
+        block = min(REPAIR_BLOCK, self.repair_tries)
+        offsets = jnp.arange(block, dtype=jnp.int32)
+
+        def need_generate(carry):
+            _, _, found, tries = carry
+            return ~found & (tries < self.repair_tries)
+
+        def generate(carry):
+            board, seed, _, tries = carry
+            boards, _ = jax.vmap(lambda s: generator.reference_board(cfg, obs.ship_lengths, s))(
+                seed + offsets)
+            usable = jax.vmap(ok)(boards) & (tries + offsets < self.repair_tries)
+            found = jnp.any(usable)
+            hit = jnp.argmax(usable).astype(jnp.int32)
+            used = jnp.where(found, hit + 1,
+                             jnp.minimum(block, self.repair_tries - tries)).astype(jnp.int32)
+            return (jnp.where(found, boards[hit], board), seed + used, found, tries + used)
+
+        start_found = board_ok | use_sample
+        board, seed, _, _ = lax.while_loop(
+            need_generate, generate,
+            (state.board, state.board_seed, start_found, jnp.int32(0)))
+        board = jnp.where(use_sample, state.samples[first], board)
+        return state.replace(board=board, board_seed=seed)
+
+    def _draw_int(self, stream, word, m):
+        """An integer in [0, m): from the reference stream, or from a uniform uint32 word."""
+        if self.reference_rng:
+            return refrng.jax_next_int(stream, m)
+        return stream, refrng.u32_times_int_high(word, m)
+
+    def _mh_step(self, words, carry, obs: Observations):
+        """One single-ship MH move with the reference's enumeration-time shot check.
+
+        `words` is `[3]` uint32 randomness (ignored in reference mode)."""
+        board, log_post, stream = carry
+        cfg = self.config
+        k_ship, k_place, k_accept = words[0], words[1], words[2]
+        stream, ship = self._draw_int(stream, k_ship, jnp.int32(board.shape[0]))
+        pool, cand = moves.move_pool(cfg, board, ship, obs, mask_misses=False)
+        pool_size = jnp.sum(pool, dtype=jnp.int32)
+        has_pool = pool_size > 0
+
+        new_stream, pick = self._draw_int(stream, k_place, pool_size)
+        stream = jnp.where(has_pool, new_stream, stream)
+        chosen = cand[moves.nth_true(pool, pick)]
+        proposal = board.at[ship].set(chosen)
+        new_log_post = self._log_post(proposal, obs)
+
+        finite_new = jnp.isfinite(new_log_post)
+        finite_cur = jnp.isfinite(log_post)
+        delta = new_log_post - log_post
+        needs_uniform = has_pool & finite_new & finite_cur & (delta < 0)
+        if self.reference_rng:
+            next_stream, u32 = refrng.jax_next(stream)
+            u = refrng.u32_to_unit_float(u32, self.log_dtype)
+            stream = jnp.where(needs_uniform, next_stream, stream)
+        else:
+            u = refrng.u32_to_unit_float(k_accept, self.log_dtype)
+        tiny = jnp.asarray(5e-324 if self.log_dtype == jnp.float64 else 1e-45, self.log_dtype)
+        accept_mh = jnp.log(jnp.maximum(u, tiny)) < delta
+        accept = has_pool & finite_new & (~finite_cur | (delta >= 0) | accept_mh)
+        board = jnp.where(accept, proposal, board)
+        log_post = jnp.where(accept, new_log_post, log_post)
+        return board, log_post, stream

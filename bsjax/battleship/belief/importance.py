@@ -1,0 +1,196 @@
+"""Likelihood-weighted importance sampler (grand-protocol §5.2, the reference `FastSampler`).
+
+Every update draws a FRESH set of particles (nothing is carried between turns). Each particle is
+built constructively: ships are placed one at a time, most constrained first, each taking a
+uniformly random compatible span drawn with `jax.random.categorical` over masked logits (no
+per-particle rejection loop, jax-conventions §4.1-2). Shots are hard constraints of the proposal;
+answers are soft, as likelihood weights. The proposal is treated as the prior with no importance
+correction (it is NOT uniform over configurations), as in the reference.
+
+Proposal of one particle, for ONE game:
+  * ship k's candidate spans: not covering a miss, containing every cell revealed as k
+    (`obs.colour_bits[k]`), equal to those cells when `obs.sunk[k]`, and of an allowed length:
+    `obs.ship_lengths[k]` for a fixed fleet (`config.fleet` set), or, for the ship tracker
+    (`config.fleet is None`), any length still left in the multiset `obs.ship_lengths` (the
+    multiset is consumed as ships are placed, so the length assignment is sampled along with the
+    spans);
+  * at each of the S steps the unplaced ship with the fewest candidates that do not overlap the
+    ships placed so far is placed next (ties to the lower ship index); with `reorder=False` the
+    order is fixed once per game by the initial candidate counts (stable sort), as the
+    reference's `populate_board` does;
+  * the ship takes a uniformly random candidate; none left is a dead end: the particle is invalid.
+  * finally a particle whose board leaves a hit uncovered is invalid (anonymous hits of the paper
+    protocol; under the grand protocol every hit has a colour, so this never fires there).
+
+Weights: `log w = Σ_j ln L(answer_j == any(board ∩ region_j))` with `config.answer_likelihood()`
+(`constraints.answer_log_likelihood`), and weight 0 (log -inf) for an invalid particle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from bsjax.battleship.belief import constraints, moves
+from bsjax.battleship.belief.base import Sampler
+from bsjax.battleship.config import GameConfig
+from bsjax.battleship.game import bitboard, refrng
+from bsjax.battleship.game import spans as spans_lib
+from bsjax.battleship.types import Observations
+
+
+@chex.dataclass(frozen=True)
+class ImportanceState:
+    """One game's particle set.
+
+    Attributes:
+      spans: `[P, S]` int32 global span id of each ship (arbitrary for ships an invalid particle
+        did not place).
+      log_weights: `[P]` float32 unnormalised log-weights (answer log-likelihood); -inf if invalid.
+      valid: `[P]` bool False for dead-end or hit-uncovering particles (weight 0).
+    """
+
+    spans: chex.Array
+    log_weights: chex.Array
+    valid: chex.Array
+
+
+def normalised_weights(log_weights: chex.Array, valid: chex.Array) -> chex.Array:
+    """`[P]` float32 self-normalised weights; all zeros (no NaN) when no particle is valid."""
+    lw = jnp.where(valid, log_weights, -jnp.inf)
+    top = jnp.max(lw)
+    any_valid = jnp.isfinite(top)
+    w = jnp.where(valid & any_valid, jnp.exp(lw - jnp.where(any_valid, top, 0.0)), 0.0)
+    total = jnp.sum(w)
+    return jnp.where(total > 0, w / jnp.where(total > 0, total, 1.0), 0.0).astype(jnp.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class ImportanceSampler(Sampler):
+    """Static configuration (hashable; closed over by jit).
+
+    Attributes:
+      config: the game rules.
+      n_particles: P, particles drawn per update.
+      reorder: True re-picks the most constrained ship after every placement (fewest candidates
+        given the ships placed so far); False orders the ships once by their initial candidate
+        counts.
+    """
+
+    config: GameConfig
+    n_particles: int = 1000
+    reorder: bool = True
+
+    name = "importance"
+
+    # ----- public interface -----
+
+    def init(self, key: jax.Array, obs: Observations, game_seed: chex.Array) -> ImportanceState:
+        """A fresh particle set for `obs`. The key is consumed; `game_seed` is unused."""
+        del game_seed
+        return self._draw(key, obs)
+
+    def update(self, key: jax.Array, state: ImportanceState, obs: Observations) -> ImportanceState:
+        """A FRESH particle set for `obs` (`state` is ignored). The key is consumed."""
+        del state
+        return self._draw(key, obs)
+
+    def weighted_particles(self, state: ImportanceState) -> tuple[chex.Array, chex.Array]:
+        """`[P, S]` int32 spans and `[P]` float32 normalised weights (zeros if none is valid)."""
+        return state.spans, normalised_weights(state.log_weights, state.valid)
+
+    def hit_probability(self, state: ImportanceState) -> chex.Array:
+        """`[C]` float32 weighted marginal Σ w·occ / Σ w (zeros if no particle is valid)."""
+        w = normalised_weights(state.log_weights, state.valid)
+        occ = spans_lib.board_cells(self.config, state.spans).astype(jnp.float32)   # [P, C]
+        p = jnp.einsum("p,pc->c", w, occ, precision=jax.lax.Precision.HIGHEST)
+        return jnp.clip(p, 0.0, 1.0)
+
+    # ----- internals -----
+
+    @property
+    def _tracker(self) -> bool:
+        return self.config.fleet is None
+
+    def _length_histogram(self, obs: Observations) -> chex.Array:
+        """`[L_max + 1]` int32 count of each length in `obs.ship_lengths`."""
+        n_len = spans_lib.table_for(self.config).offset.shape[0]
+        lengths = jnp.asarray(obs.ship_lengths, jnp.int32)
+        return jnp.sum(lengths[:, None] == jnp.arange(n_len, dtype=jnp.int32)[None, :], axis=0,
+                       dtype=jnp.int32)
+
+    def _base_masks(self, obs: Observations) -> chex.Array:
+        """`[S, N]` bool spans ship k may take given the shots alone (no overlap terms)."""
+        table = spans_lib.table_for(self.config)
+        bits = jnp.asarray(table.bits)                                            # [N, W]
+        length = jnp.asarray(table.length)                                        # [N]
+        colour = obs.colour_bits                                                  # [S, W]
+        no_miss = ~bitboard.intersects(bits, obs.miss_bits[None, :])              # [N]
+        covers = bitboard.contains(bits[None, :, :], colour[:, None, :])          # [S, N]
+        exact = ~bitboard.any_set(bits[None, :, :] ^ colour[:, None, :])          # [S, N]
+        ok = no_miss[None, :] & covers & (~obs.sunk[:, None] | exact)
+        if self._tracker:
+            in_fleet = self._length_histogram(obs)[length] > 0                    # [N]
+            ok = ok & in_fleet[None, :]
+        else:
+            ok = ok & (length[None, :] == jnp.asarray(obs.ship_lengths, jnp.int32)[:, None])
+        return ok
+
+    def _propose(self, words: chex.Array, base: chex.Array, order: chex.Array, hist: chex.Array,
+                 obs: Observations) -> tuple[chex.Array, chex.Array]:
+        """One particle by sequential placement. Returns (`[S]` int32 spans, `[]` bool valid).
+
+        `words` is `[S]` uint32 randomness: each ship takes the k-th allowed span for a uniform
+        k, one random word per ship instead of a Gumbel draw per span.
+        """
+        table = spans_lib.table_for(self.config)
+        bits = jnp.asarray(table.bits)                                            # [N, W]
+        length = jnp.asarray(table.length)                                        # [N]
+        n_ships = base.shape[0]
+        occ = jnp.zeros(bits.shape[1], jnp.uint32)
+        placed = jnp.zeros(n_ships, bool)
+        spans = jnp.zeros(n_ships, jnp.int32)
+        remaining = hist
+        alive = jnp.bool_(True)
+        for step in range(n_ships):  # static and tiny (4 ships)
+            free = ~bitboard.intersects(bits, occ[None, :])                      # [N]
+            if self._tracker:
+                free = free & (remaining[length] > 0)
+            if self.reorder:
+                counts = jnp.sum(base & free[None, :], axis=1, dtype=jnp.int32)   # [S]
+                counts = jnp.where(placed, jnp.iinfo(jnp.int32).max, counts)
+                ship = jnp.argmin(counts)                                         # first minimum
+            else:
+                ship = order[step]
+            allowed = base[ship] & free                                           # [N]
+            any_allowed = jnp.any(allowed)
+            allowed = allowed | ~any_allowed  # dead end: any span, the particle is invalid
+            pick = refrng.u32_times_int_high(words[step], jnp.sum(allowed, dtype=jnp.int32))
+            choice = moves.nth_true(allowed, pick).astype(jnp.int32)
+            alive = alive & any_allowed
+            occ = occ | bits[choice]
+            placed = placed.at[ship].set(True)
+            spans = spans.at[ship].set(choice)
+            if self._tracker:
+                remaining = remaining.at[length[choice]].add(-1)
+        valid = alive & bitboard.contains(occ, obs.hit_bits)
+        return spans, valid
+
+    def _draw(self, key: jax.Array, obs: Observations) -> ImportanceState:
+        cfg = self.config
+        base = self._base_masks(obs)                                              # [S, N]
+        hist = self._length_histogram(obs)
+        order = jnp.argsort(jnp.sum(base, axis=1, dtype=jnp.int32), stable=True).astype(jnp.int32)
+        words = jax.random.bits(key, (self.n_particles, cfg.n_ships), jnp.uint32)
+        spans, valid = jax.vmap(lambda w: self._propose(w, base, order, hist, obs))(words)
+        boards = spans_lib.board_bits(cfg, spans)                                 # [P, W]
+        log_lik = jax.vmap(lambda b: constraints.answer_log_likelihood(cfg, b, obs))(boards)
+        log_weights = jnp.where(valid, log_lik, -jnp.inf).astype(jnp.float32)
+        chex.assert_shape(spans, (self.n_particles, cfg.n_ships))
+        return ImportanceState(spans=spans, log_weights=log_weights, valid=valid)
+
+
+__all__ = ["ImportanceSampler", "ImportanceState", "normalised_weights"]

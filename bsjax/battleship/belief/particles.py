@@ -1,0 +1,217 @@
+"""Our default belief: P particles per game, reweighted, resampled and rejuvenated by MH.
+
+Sequential Monte Carlo over the placement posterior, for ONE game (vmapped over particles
+inside, over games by the harness). After every observation each particle's weight is multiplied
+by the likelihood of the new evidence, the set is resampled (systematic, static shape) when the
+effective sample size drops below P/2, and every particle takes a few single-ship MH moves
+targeting the new posterior (improved pool: placements covering a miss are masked out up front).
+
+Shot evidence enters the MH target as a steep penalty, -PENALTY per violated shot cell, rather
+than -inf: a consistent particle can never move to an inconsistent placement (the pool forbids
+it), while a particle that contradicts a new hit is pulled towards placements that cover it. If
+every particle contradicts the evidence the weights fall back to the least-violating particles —
+never NaN.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import chex
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from bsjax.battleship.belief import constraints, moves
+from bsjax.battleship.belief.base import Sampler
+from bsjax.battleship.config import GameConfig
+from bsjax.battleship.game import bitboard, refrng
+from bsjax.battleship.game import rules as rules_lib
+from bsjax.battleship.game import spans as spans_lib
+from bsjax.battleship.types import Observations
+
+PENALTY = 30.0  # per violated shot cell; e^-30 ~ 1e-13 makes violations vanish from the weights
+
+
+@chex.dataclass(frozen=True)
+class ParticleState:
+    """Attributes:
+    spans: `[P, S]` int32 particle placements.
+    log_weights: `[P]` float32 unnormalised log importance weights.
+    log_target: `[P]` float32 each particle's log target under the evidence seen so far.
+    """
+
+    spans: chex.Array
+    log_weights: chex.Array
+    log_target: chex.Array
+
+
+def violations(config: GameConfig, ship_bits: jnp.ndarray, obs: Observations) -> jnp.ndarray:
+    """`[]` int32 shot cells a placement `[S, W]` contradicts (overlaps count too)."""
+    board = bitboard.union(ship_bits, axis=0)
+    count = (bitboard.popcount(obs.hit_bits & ~board) + bitboard.popcount(obs.miss_bits & board))
+    overlap = bitboard.popcount(board) - jnp.sum(bitboard.popcount(ship_bits))
+    count = count - overlap  # popcount(union) < sum of popcounts when ships overlap
+    if config.reveal_colour:
+        count = count + jnp.sum(bitboard.popcount(obs.colour_bits & ~ship_bits))
+        exact = bitboard.popcount(ship_bits ^ obs.colour_bits)
+        count = count + jnp.sum(jnp.where(obs.sunk, exact, 0))
+    return count
+
+
+def log_target(config: GameConfig, spans: jnp.ndarray, obs: Observations) -> jnp.ndarray:
+    """`[]` float32 answer log-likelihood minus PENALTY per violated shot cell."""
+    ship_bits = spans_lib.spans_bits(config, spans)
+    board = bitboard.union(ship_bits, axis=0)
+    return (constraints.answer_log_likelihood(config, board, obs)
+            - PENALTY * violations(config, ship_bits, obs).astype(jnp.float32))
+
+
+def systematic_resample(key: jax.Array, log_weights: jnp.ndarray) -> jnp.ndarray:
+    """`[P]` ancestor indices by systematic resampling (static shape). The key is consumed."""
+    n = log_weights.shape[0]
+    weights = jax.nn.softmax(log_weights)
+    positions = (jax.random.uniform(key) + jnp.arange(n)) / n
+    return jnp.clip(jnp.searchsorted(jnp.cumsum(weights), positions), 0, n - 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class ParticleSampler(Sampler):
+    """Static configuration (hashable; closed over by jit).
+
+    Attributes:
+      n_particles: P.
+      sweeps: MH sweeps per observation (a sweep = one move per ship, ships drawn at random).
+      init_sweeps: MH sweeps that take the sequential initial draw to the uniform prior.
+    """
+
+    config: GameConfig
+    n_particles: int = 500
+    sweeps: int = 4
+    init_sweeps: int = 16
+
+    name = "particles"
+
+    def init(self, key: jax.Array, obs: Observations, game_seed: chex.Array) -> ParticleState:
+        """Draw P placements from the prior, then weight, resample and move them to `obs`.
+
+        The draw ignores the evidence (so the importance weights that follow are exact) and is
+        taken to the uniform prior by `init_sweeps` evidence-free MH sweeps. The key is consumed.
+        """
+        del game_seed
+        k_place, k_prior, k_resample, k_mh = jax.random.split(key, 4)
+        spans = jax.vmap(lambda k: self._sequential_draw(k, obs))(
+            jax.random.split(k_place, self.n_particles))
+        zeros = jnp.zeros(self.n_particles, jnp.float32)
+        no_evidence = rules_lib.empty_observations(self.config, obs.ship_lengths)
+        state = ParticleState(spans=spans, log_weights=zeros, log_target=zeros)
+        state = self._rejuvenate(k_prior, state, no_evidence, self.init_sweeps)
+        state = self._reweight(k_resample, state, obs)
+        return self._rejuvenate(k_mh, state, obs, self.sweeps)
+
+    def update(self, key: jax.Array, state: ParticleState, obs: Observations) -> ParticleState:
+        """Reweight by the new evidence, resample if ESS < P/2, rejuvenate. The key is consumed."""
+        k_resample, k_mh = jax.random.split(key)
+        state = self._reweight(k_resample, state, obs)
+        return self._rejuvenate(k_mh, state, obs, self.sweeps)
+
+    def _reweight(self, key: jax.Array, state: ParticleState, obs: Observations) -> ParticleState:
+        """Multiply weights by target(obs) / target(previous evidence); resample if ESS < P/2."""
+        targets = jax.vmap(lambda s: log_target(self.config, s, obs))(state.spans)
+        log_weights = state.log_weights + (targets - state.log_target)
+        log_weights = log_weights - jnp.max(log_weights)
+        weights = jnp.exp(log_weights)
+        ess = jnp.square(jnp.sum(weights)) / jnp.sum(jnp.square(weights))
+        resample = ess < self.n_particles / 2
+        index = jnp.where(resample, systematic_resample(key, log_weights),
+                          jnp.arange(self.n_particles))
+        return ParticleState(spans=state.spans[index],
+                             log_weights=jnp.where(resample, 0.0, log_weights),
+                             log_target=targets[index])
+
+    def weighted_particles(self, state: ParticleState) -> tuple[chex.Array, chex.Array]:
+        return state.spans, jax.nn.softmax(state.log_weights)
+
+    def hit_probability(self, state: ParticleState) -> chex.Array:
+        """`[C]` float32 weighted occupancy marginal."""
+        spans, weights = self.weighted_particles(state)
+        occupancy = spans_lib.board_cells(self.config, spans).astype(jnp.float32)   # [P, C]
+        return weights @ occupancy
+
+    # ----- internals -----
+
+    def _sequential_draw(self, key: jax.Array, obs: Observations) -> jnp.ndarray:
+        """One placement from the fleet alone: ships in order, each uniform over the spans that
+        avoid the ships already placed. The lengths are permuted when only the multiset is known
+        (grand tracker). `[S]` int32."""
+        cfg = self.config
+        k_perm, k_ships = jax.random.split(key)
+        lengths = obs.ship_lengths
+        if cfg.fleet is None:
+            lengths = jax.random.permutation(k_perm, lengths)
+        table_bits = jnp.asarray(spans_lib.table_for(cfg).bits)
+
+        def place(occupied, inputs):
+            k, length = inputs
+            cand, valid = spans_lib.candidate_spans(cfg, length)
+            bits = table_bits[cand]
+            ok = valid & ~bitboard.any_set(bits & occupied[None])
+            ok = jnp.where(jnp.any(ok), ok, valid)  # dead end: MH and the penalty repair it
+            span = cand[jax.random.categorical(k, jnp.where(ok, 0.0, -jnp.inf))]
+            return occupied | table_bits[span], span
+
+        keys = jax.random.split(k_ships, cfg.n_ships)
+        _, spans = lax.scan(place, jnp.zeros(cfg.n_words, jnp.uint32),
+                            (keys, lengths))
+        return spans
+
+    def _rejuvenate(self, key: jax.Array, state: ParticleState, obs: Observations,
+                    sweeps: int) -> ParticleState:
+        n_steps = sweeps * self.config.n_ships
+        words = jax.random.bits(key, (n_steps, self.n_particles, 4), jnp.uint32)
+
+        def step(carry, w):
+            spans, target = carry
+            spans, target = jax.vmap(lambda s, t, ww: self._mh_step(ww, s, t, obs))(
+                spans, target, w)
+            return (spans, target), None
+
+        (spans, target), _ = lax.scan(step, (state.spans, state.log_target), words)
+        return state.replace(spans=spans, log_target=target)
+
+    def _mh_step(self, words, spans, target, obs):
+        """One single-ship Metropolis move of one particle. `words`: `[4]` uint32 randomness.
+
+        The proposal is symmetric: with probability 1/5 a uniformly random span of the ship's
+        length (holding its revealed cells, when hits reveal colour), otherwise one of its four
+        one-cell shifts (rejected if it leaves the board). Each move costs one target
+        evaluation, not a scan of every placement, so many cheap moves replace a few enumerated
+        ones. Overlaps and shot contradictions enter through the target's penalty, so a
+        consistent particle effectively never leaves the evidence.
+        """
+        cfg = self.config
+        table = spans_lib.table_for(cfg)
+        ship = refrng.u32_times_int_high(words[0], jnp.int32(spans.shape[0]))
+        current = spans[ship]
+        length = jnp.asarray(table.length)[current]
+        kind = refrng.u32_times_int_high(words[1], jnp.int32(5))
+        if cfg.reveal_colour:
+            # Uniform over the spans that hold the ship's revealed cells: a fixed set given the
+            # evidence, so the independence proposal stays symmetric where the target lives.
+            cand, valid_cand, cand_bits = spans_lib.candidate_bits(cfg, length)
+            holds = valid_cand & bitboard.contains(cand_bits, obs.colour_bits[ship][None])
+            n_holding = jnp.sum(holds, dtype=jnp.int32)
+            pick = refrng.u32_times_int_high(words[2], n_holding)
+            uniform_span = jnp.where(n_holding > 0, cand[moves.nth_true(holds, pick)], current)
+        else:
+            count = jnp.asarray(table.count)[length]
+            uniform_span = (jnp.asarray(table.offset)[length]
+                            + refrng.u32_times_int_high(words[2], count))
+        shifted = jnp.asarray(table.neighbours)[current, jnp.clip(kind - 1, 0, 3)]
+        candidate = jnp.where(kind == 0, uniform_span, shifted)
+        valid = candidate >= 0
+        proposal = spans.at[ship].set(jnp.where(valid, candidate, current))
+        new_target = log_target(cfg, proposal, obs)
+        u = refrng.u32_to_unit_float(words[3], jnp.float32)
+        accept = valid & (jnp.log(jnp.maximum(u, 1e-30)) < new_target - target)
+        return jnp.where(accept, proposal, spans), jnp.where(accept, new_target, target)

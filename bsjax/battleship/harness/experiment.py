@@ -1,0 +1,379 @@
+"""Experiments: suites × boards × seeds for one agent, results on disk, resume.
+
+A run directory holds `run.json` (config, versions, device), `games.jsonl` (one row per game,
+appended as each batch finishes), `events.jsonl` (per-turn records) and `summary.json`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from bsjax.battleship import agents as agents_lib
+from bsjax.battleship import belief as belief_lib
+from bsjax.battleship.config import GameConfig, protocol
+from bsjax.battleship.game import suites
+from bsjax.battleship.game.suites import BoardError
+from bsjax.battleship.harness import llm_setup
+from bsjax.battleship.harness.loop import BatchRunner, GameSpec, Player
+from bsjax.battleship.report.llm_calls import summarize_llm_events
+from bsjax.core import stats
+from bsjax.core.errors import UsageError
+from bsjax.core.files import read_jsonl
+
+SAMPLERS = ("chain", "importance", "particles")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines a run's results (written to run.json)."""
+
+    agent: str = "greedy"
+    protocol: str = "paper"
+    suite: str | None = None           # default: the protocol's own suite
+    boards: str = "all"                # "all" or "B01,B02"
+    board_file: str | None = None
+    seeds: int = 3
+    sampler: str = "particles"
+    rng: str = "jax"
+    particles: int = 500
+    tau: float | None = None           # None: the agent's own default (MRA 0.72)
+    revision: str = "on"               # MRA: on | off
+    variant: str = "paper"             # MRA: paper | improved
+    run_seed: int = 0
+    random_boards: int = 18
+    batch_size: int = 512
+    llm: str = "local"                 # LLM backend: local | ollama | uniform | none
+    llm_host: str | None = None        # Ollama server, e.g. http://127.0.0.1:11434
+    model: str | None = None           # Ollama model name
+    llm_timeout: float = 30.0
+    llm_format: str = "schema"         # schema (per-call JSON Schema) | free (published call)
+    devices: int | None = None         # local devices to shard games over (None: all)
+    verbose: bool = False              # llama.cpp's own log lines
+
+    @property
+    def suite_name(self) -> str:
+        if self.board_file:
+            return "file"
+        return self.suite or ("synthetic" if self.protocol == "paper" else "grand")
+
+    @property
+    def reference_rng(self) -> bool:
+        return self.rng == "reference"
+
+
+MAX_RUN_SEED = 2**32 - 1
+
+
+def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
+    """Check a RunConfig; return the game config and the boards. Raises UsageError."""
+    try:
+        game_config = protocol(cfg.protocol)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    if cfg.agent not in agents_lib.AGENTS:
+        raise UsageError(f"unknown agent {cfg.agent!r} (choose from {', '.join(agents_lib.AGENTS)})")
+    if cfg.sampler not in SAMPLERS:
+        raise UsageError(f"unknown sampler {cfg.sampler!r} (choose from {', '.join(SAMPLERS)})")
+    if cfg.rng not in ("jax", "reference"):
+        raise UsageError(f"unknown rng {cfg.rng!r} (choose from jax, reference)")
+    if cfg.reference_rng and (cfg.sampler != "chain" or cfg.protocol != "paper"):
+        raise UsageError("--rng reference reproduces the reference chain: it needs "
+                         "--sampler chain and --protocol paper")
+    if cfg.particles < 1:
+        raise UsageError(f"--particles must be at least 1 (got {cfg.particles})")
+    if cfg.seeds < 0:
+        raise UsageError(f"--seeds must be >= 0 (got {cfg.seeds})")
+    if cfg.tau is not None and not 0.0 <= cfg.tau <= 1.0:
+        raise UsageError(f"--tau must lie in [0, 1] (got {cfg.tau})")
+    if cfg.revision not in ("on", "off"):
+        raise UsageError(f"--revision must be on or off (got {cfg.revision!r})")
+    if cfg.variant not in ("paper", "improved"):
+        raise UsageError(f"--variant must be paper or improved (got {cfg.variant!r})")
+    llm_setup.validate_llm(cfg)
+    if isinstance(cfg.run_seed, bool) or not isinstance(cfg.run_seed, int) \
+            or not 0 <= cfg.run_seed <= MAX_RUN_SEED:
+        raise UsageError(f"--run-seed must lie in 0..{MAX_RUN_SEED} (got {cfg.run_seed})")
+    if cfg.batch_size < 1:
+        raise UsageError(f"--batch-size must be at least 1 (got {cfg.batch_size})")
+    if cfg.devices is not None:
+        local = jax.local_device_count()
+        if not 1 <= cfg.devices <= local:
+            raise UsageError(f"--devices must lie in 1..{local} on this host (got {cfg.devices})")
+    try:
+        if cfg.board_file:
+            path = Path(cfg.board_file)
+            if not path.is_file():
+                raise UsageError(f"board file not found: {cfg.board_file}")
+            board = suites.parse_board_text(path.read_text(), path.stem)
+            if game_config.fleet is not None and board.ship_lengths != game_config.fleet:
+                raise UsageError(f"{path.name}: ship lengths {board.ship_lengths} do not match the "
+                                 f"{cfg.protocol} fleet {game_config.fleet}")
+            all_boards = [board]
+        else:
+            if cfg.suite_name not in ("synthetic", "grand", "random"):
+                raise UsageError(f"unknown suite {cfg.suite_name!r} (choose from synthetic, "
+                                 "grand, random)")
+            if cfg.suite_name == "grand" and game_config.fleet is not None:
+                raise UsageError("the grand suite has its own fleets: use --protocol grand")
+            all_boards = suites.suite(cfg.suite_name, game_config, cfg.random_boards,
+                                      cfg.run_seed)
+    except (BoardError, UnicodeDecodeError) as err:
+        raise UsageError(str(err).splitlines()[0]) from None
+    if cfg.boards != "all" and not cfg.board_file:
+        wanted = [b.strip() for b in cfg.boards.split(",") if b.strip()]
+        known = {b.board_id: b for b in all_boards}
+        unknown = [b for b in wanted if b not in known]
+        if unknown or not wanted:
+            raise UsageError(f"unknown board(s) {', '.join(unknown) or cfg.boards!r} in suite "
+                             f"{cfg.suite_name}")
+        all_boards = [known[b] for b in wanted]
+    return game_config, all_boards
+
+
+def make_player(cfg: RunConfig, game_config: GameConfig) -> Player:
+    options = {"revision": cfg.revision == "on", "variant": cfg.variant}
+    if cfg.tau is not None:
+        options["tau"] = cfg.tau
+    agent = agents_lib.make_agent(cfg.agent, game_config, **options)
+    sampler = None
+    if agent.needs_belief:
+        sampler = belief_lib.make_sampler(cfg.sampler, game_config, cfg.particles,
+                                          cfg.reference_rng)
+    return Player(game_config, agent, sampler, cfg.reference_rng)
+
+
+def game_list(boards: list[suites.Board], seeds: int) -> list[GameSpec]:
+    """Boards outer, seed indices inner (the reference run order)."""
+    return [GameSpec(b.board_id, s, suites.hash_seed(b.board_id, s), b.spans)
+            for b in boards for s in range(seeds)]
+
+
+def x64_context(cfg: RunConfig):
+    """Bit-exact reference runs need float64 (the reference sums log-likelihoods in float64)."""
+    return jax.enable_x64(True) if cfg.reference_rng else contextlib.nullcontext()
+
+
+def _versions() -> dict:
+    return {"jax": jax.__version__, "python": platform.python_version(),
+            "device": str(jax.devices()[0]), "platform": jax.default_backend(),
+            "local_devices": jax.local_device_count()}
+
+
+def default_out_dir(prefix: str) -> Path:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("results") / f"{prefix}-{stamp}"
+
+
+def local_out_dir(out: Path) -> Path:
+    """This process's run directory: `out` itself, or `out/process-K-of-N` in a multi-process
+    (`jax.distributed`) run, where each process plays every N-th game into its own directory
+    and reports read them back as one run."""
+    world = jax.process_count()
+    return out if world == 1 else out / f"process-{jax.process_index()}-of-{world}"
+
+
+def local_games(games: list[GameSpec]) -> list[GameSpec]:
+    """The games this process plays (all of them unless the run spans several processes)."""
+    return games[jax.process_index()::jax.process_count()]
+
+
+def prepare_out_dir(out: Path, cfg: RunConfig, resume: bool) -> list[dict]:
+    """Check the run directory; return the rows already done (resume). Writes nothing."""
+    return _prepare_local_dir(local_out_dir(out), cfg, resume)
+
+
+def _prepare_local_dir(out: Path, cfg: RunConfig, resume: bool) -> list[dict]:
+    run_json = out / "run.json"
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file, not a directory")
+    if run_json.exists():
+        if not resume:
+            raise UsageError(f"{out} already holds a run: pass --resume or choose another --out")
+        try:
+            previous = json.loads(run_json.read_text()).get("config", {})
+        except (json.JSONDecodeError, AttributeError):
+            raise UsageError(f"{run_json} is not a valid run file; cannot resume") from None
+        if _identity(previous) != _identity(dataclasses.asdict(cfg)):
+            raise UsageError(f"{out} holds a run with a different configuration; cannot resume")
+        return read_jsonl(out / "games.jsonl", stop_at_torn=True)
+    if out.exists() and any(out.iterdir()):
+        raise UsageError(f"{out} exists and is not a bsjax run directory")
+    return []
+
+
+# Fields that change how games are batched or placed, never their results: a run may resume
+# with other values.
+PLACEMENT_FIELDS = ("devices", "batch_size", "verbose")
+
+
+# The LLM settings decide results only for agents that call an LLM.
+LLM_FIELDS = ("llm", "llm_host", "model", "llm_timeout", "llm_format")
+# What runs written before a field existed did: the published free call.
+LEGACY_FIELDS = {"llm_format": "free"}
+
+
+def _identity(config: dict) -> dict:
+    """The fields that decide a run's results (a resume must match them)."""
+    full = {**dataclasses.asdict(RunConfig()), **LEGACY_FIELDS, **config}
+    agent = agents_lib.AGENTS.get(full.get("agent"))
+    ignored = set(PLACEMENT_FIELDS)
+    if agent is None or llm_setup.uses_llm(agent) is None:
+        ignored |= set(LLM_FIELDS)
+    return {k: v for k, v in full.items() if k not in ignored}
+
+
+def _append_jsonl(path: Path, rows: list[dict]) -> None:
+    with path.open("a") as fh:
+        for row in rows:
+            fh.write(json.dumps(row) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _rewrite_clean(out: Path, rows: list[dict]) -> None:
+    """Make the files agree with the finished games after an interruption: drop a torn last line
+    of games.jsonl and every event of a game that has no row (it will be replayed)."""
+    games = out / "games.jsonl"
+    if games.exists():
+        games.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    events = out / "events.jsonl"
+    if events.exists():
+        done = {(r["board"], r["seed"]) for r in rows}
+        kept = [e for e in read_jsonl(events) if (e["board"], e["seed"]) in done]
+        events.write_text("".join(json.dumps(e) + "\n" for e in kept))
+
+
+
+def _sampler_name(cfg: RunConfig) -> str | None:
+    return cfg.sampler if agents_lib.AGENTS[cfg.agent].needs_belief else None
+
+
+def _plain(value):
+    """A JSON-ready Python scalar."""
+    value = np.asarray(value)
+    if value.dtype == bool:
+        return bool(value)
+    if np.issubdtype(value.dtype, np.integer):
+        return int(value)
+    return round(float(value), 6)
+
+
+def game_rows(cfg: RunConfig, games: list[GameSpec], result) -> tuple[list[dict], list[dict]]:
+    rows, events = [], []
+    for i, g in enumerate(games):
+        cells = int(result.ship_cells[i])
+        shots, hits = int(result.shots[i]), int(result.hits[i])
+        rows.append({
+            "board": g.board_id, "seed": g.seed_index, "game_seed": g.game_seed,
+            "agent": cfg.agent, "sampler": _sampler_name(cfg),
+            "protocol": cfg.protocol, "shots": shots, "hits": hits,
+            "questions": int(result.questions[i]),
+            "f1": 2 * hits / (shots + cells) if hits else 0.0,
+            "won": bool(result.won[i]), "turns": int(result.turns[i]), "ship_cells": cells,
+            "llm_calls": int(result.llm_calls[i]) if result.llm_calls is not None else 0,
+            "fallbacks": int(result.fallbacks[i]) if result.fallbacks is not None else 0,
+        })
+        rec = result.records
+        for t in range(rec["active"].shape[0]):
+            if not rec["active"][t, i]:
+                continue
+            events.append({
+                "board": g.board_id, "seed": g.seed_index, "turn": t,
+                "kind": "question" if rec["kind"][t, i] == 1 else "shot",
+                "cell": int(rec["cell"][t, i]), "question_id": int(rec["question_id"][t, i]),
+                "outcome": bool(rec["outcome"][t, i]),
+                "p": round(float(rec["hit_probability"][t, i]), 6),
+                "llm": bool(rec["llm_request"][t, i]),
+                **{name: _plain(value[t, i]) for name, value in rec["extras"].items()},
+            })
+    for e in result.llm_events:
+        g = games[e.game]
+        events.append({"board": g.board_id, "seed": g.seed_index, "turn": int(e.turn) - 1,
+                       "kind": "llm", "ok": e.ok, "reason": e.reason,
+                       "latency": round(e.latency, 4), "detail": e.kind, "source": e.source,
+                       "cached": e.cached, "tokens_in": e.tokens_in, "tokens_out": e.tokens_out,
+                       "backend_s": round(e.backend_s, 4)})
+    return rows, events
+
+
+def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
+    """Play every game of `cfg`, writing results to `out`. Returns the summary dict.
+
+    Validation happens before anything is written; an interrupted run resumes from games.jsonl
+    without losing or repeating games.
+    """
+    game_config, boards = validate(cfg)
+    games = local_games(game_list(boards, cfg.seeds))
+    out = local_out_dir(out)
+    done_rows = _prepare_local_dir(out, cfg, resume)
+    done_keys = {(r["board"], r["seed"]) for r in done_rows}
+    todo = [g for g in games if (g.board_id, g.seed_index) not in done_keys]
+
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / "run.json").exists():
+        (out / "run.json").write_text(json.dumps(
+            {"config": dataclasses.asdict(cfg), "versions": _versions(),
+             "created": datetime.datetime.now().isoformat(timespec="seconds"),
+             "games": len(games)}, indent=2))
+    _rewrite_clean(out, done_rows)
+
+    start = time.perf_counter()
+    compile_seconds, play_seconds = 0.0, 0.0
+    with x64_context(cfg):
+        batch = max(1, min(cfg.batch_size, len(games)))
+        runner = None
+        if todo:
+            player = make_player(cfg, game_config)
+            monitor = getattr(progress, "llm_event", None)
+            reviser, captain = llm_setup.make_llm_hosts(cfg, player, out, monitor)
+            runner = BatchRunner(player, batch, reviser, captain, devices=cfg.devices)
+            batch = runner.batch_size  # rounded up to whole slices per device
+        if progress is not None:
+            progress.start(len(games), len(done_rows))
+        for lo in range(0, len(todo), batch):
+            chunk = todo[lo:lo + batch]
+            done_before = len(done_rows)
+            on_turn = (lambda turn, n_done, base=done_before: progress.update(base + n_done,
+                                                                                 turn + 1)
+                       ) if progress is not None else None
+            batch_start = time.perf_counter()
+            result = runner.play(chunk, cfg.run_seed, on_turn)
+            rows, events = game_rows(cfg, chunk, result)
+            # Wall time (compile and LLM calls included) shared over the batch's games, so the
+            # table's wall time survives interruptions and resumes.
+            for row in rows:
+                row["wall_seconds"] = round((time.perf_counter() - batch_start) / len(chunk), 4)
+            # Events first: a game counts as done only once its row is written after them.
+            _append_jsonl(out / "events.jsonl", events)
+            _append_jsonl(out / "games.jsonl", rows)
+            done_rows.extend(rows)
+            play_seconds += result.seconds
+        if runner is not None:
+            compile_seconds = runner.compile_seconds
+    if progress is not None:
+        progress.stop()
+    played = len(todo)
+    summary = stats.summarize(done_rows)
+    summary.update(summarize_llm_events(read_jsonl(out / "events.jsonl")))
+    summary.update({
+        "llm": cfg.llm if llm_setup.uses_llm(agents_lib.AGENTS[cfg.agent]) else None,
+        "agent": cfg.agent, "protocol": cfg.protocol, "suite": cfg.suite_name,
+        "sampler": _sampler_name(cfg), "rng": cfg.rng,
+        "particles": cfg.particles, "played_now": played,
+        "seconds": time.perf_counter() - start,
+        "compile_seconds": compile_seconds,
+        "games_per_second": played / play_seconds if play_seconds > 0 else 0.0,
+        "device": _versions()["device"],
+    })
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary

@@ -1,0 +1,304 @@
+"""The batched game loop: functions written for one game, vmapped over G games, finished games
+masked. The only place (with `harness.experiment`) that moves data between device and host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from bsjax.battleship.agents.base import Agent, HostCaptain
+from bsjax.battleship.belief.base import Sampler
+from bsjax.battleship.config import GameConfig
+from bsjax.battleship.game import bitboard, questions, rules
+from bsjax.battleship.types import Action, GameState, TurnRecord
+
+
+@dataclasses.dataclass(frozen=True)
+class GameSpec:
+    """One game to play (host data)."""
+
+    board_id: str
+    seed_index: int
+    game_seed: int
+    spans: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Player:
+    """An agent, its sampler (or None) and the rng mode: everything static about a run."""
+
+    config: GameConfig
+    agent: Agent | HostCaptain
+    sampler: Sampler | None
+    reference_rng: bool = False
+
+    def init_one(self, key: jax.Array, truth_spans: jax.Array, game_seed: jax.Array):
+        """One game's (GameState, (belief, agent state)). The key is consumed."""
+        state = rules.init(self.config, truth_spans, game_seed)
+        belief = (self.sampler.init(key, state.obs, game_seed)
+                  if self.sampler is not None else jnp.zeros(()))
+        return state, (belief, self.agent.init_state())
+
+    def turn_one(self, key: jax.Array, state: GameState, carry):
+        """One turn of one game: decide, act, update the belief. A finished game is unchanged.
+
+        `carry` is (belief, agent state). Returns (state, carry, TurnRecord). Key consumed.
+        """
+        belief, agent_state = carry
+        k_act, k_env, k_belief = jax.random.split(key, 3)
+        view = rules.view(self.config, state)
+        action, p_choice, new_agent_state = self.agent.decide(k_act, view, self.sampler, belief,
+                                                              agent_state)
+        return self._advance((k_env, k_belief), state, belief, agent_state, new_agent_state, action,
+                             p_choice)
+
+    def act_one(self, key: jax.Array, state: GameState, carry, action):
+        """A turn whose action was chosen on the host (LM-only captain). Key consumed."""
+        belief, agent_state = carry
+        _, k_env, k_belief = jax.random.split(key, 3)
+        return self._advance((k_env, k_belief), state, belief, agent_state, agent_state, action,
+                             jnp.float32(0.0))
+
+    def _advance(self, keys, state, belief, agent_state, new_agent_state, action, p_choice):
+        k_env, k_belief = keys
+        new_state, outcome = rules.step(k_env, self.config, state, action, self.reference_rng)
+        if self.sampler is not None:
+            updated = self.sampler.update(k_belief, belief, new_state.obs)
+            # No refresh is needed once the game is over; keep the old belief then.
+            belief = jax.tree.map(lambda new, old: jnp.where(new_state.done, old, new),
+                                  updated, belief)
+        # The reflective runtime's after-turn step (the identity for other agents).
+        new_agent_state = self.agent.observe(rules.view(self.config, new_state), self.sampler,
+                                             belief, new_agent_state, outcome, new_state.done)
+        agent_state = jax.tree.map(lambda new, old: jnp.where(state.done, old, new),
+                                   new_agent_state, agent_state)
+        extras = dict(self.agent.trace(agent_state))
+        llm_request = extras.pop("llm_request", jnp.bool_(False))
+        record = TurnRecord(active=~state.done, kind=action.kind, cell=action.cell,
+                            question_id=action.question_id, outcome=outcome,
+                            hit_probability=jnp.asarray(p_choice, jnp.float32),
+                            llm_request=llm_request & ~state.done, extras=extras)
+        return new_state, (belief, agent_state), record
+
+
+def game_keys(run_seed: int, game_seeds: np.ndarray, seed_indices: np.ndarray) -> jax.Array:
+    """Per-game base keys from the run seed, the game seed and the seed index.
+
+    Keys depend only on the game, never on its batch, so a resumed or sharded run plays each
+    game exactly as an uninterrupted one does.
+    """
+    base = jax.random.key(run_seed)
+    per_game = jax.vmap(lambda s, i: jax.random.fold_in(jax.random.fold_in(base, s), i))
+    return per_game(jnp.asarray(game_seeds, jnp.uint32), jnp.asarray(seed_indices, jnp.uint32))
+
+
+@dataclasses.dataclass
+class LLMEvent:
+    """One LLM call answered between turns (a revision request or an LM-only turn).
+
+    `latency` is the call's wall seconds (near 0 when replayed from the call cache), `backend_s`
+    the backend's own seconds for the reply (replayed from the cache on a hit); `kind` is the
+    detail: the chosen revision kind, the captain's action, or the fault."""
+
+    game: int
+    turn: int
+    ok: bool
+    reason: str
+    latency: float
+    kind: str
+    source: str = "revision"   # "revision" (MRA-LLM gate) or "captain" (LM-only turn)
+    cached: bool = False
+    tokens_in: int = 0
+    tokens_out: int = 0
+    backend_s: float = 0.0
+
+
+@dataclasses.dataclass
+class BatchResult:
+    """Host copies of a finished batch."""
+
+    shots: np.ndarray
+    hits: np.ndarray
+    questions: np.ndarray
+    turns: np.ndarray
+    won: np.ndarray
+    ship_cells: np.ndarray
+    records: dict[str, np.ndarray]  # each `[T, G]`
+    seconds: float
+    llm_calls: np.ndarray = None      # `[G]` LLM requests answered per game
+    fallbacks: np.ndarray = None      # `[G]` of which fell back to the symbolic preset
+    llm_events: list = dataclasses.field(default_factory=list)
+    llm_seconds: float = 0.0
+
+
+def game_sharding(devices: int | None = None) -> NamedSharding | None:
+    """A 1-D mesh over the games axis on the first `devices` local devices (all by default).
+
+    None for a single device: the batch then stays where JAX puts it. Every array of a batch has
+    games as its leading axis, so one sharding serves every leaf of every pytree.
+    """
+    local = jax.local_devices()
+    if devices is not None and not 1 <= devices <= len(local):
+        raise ValueError(f"--devices must lie in 1..{len(local)} (this host has {len(local)} "
+                         f"{local[0].platform} device(s)), got {devices}")
+    chosen = local[:devices] if devices else local
+    if len(chosen) == 1:
+        return None
+    mesh = jax.sharding.Mesh(np.asarray(chosen), ("games",))
+    return NamedSharding(mesh, PartitionSpec("games"))
+
+
+class BatchRunner:
+    """Compiles the init and turn functions of a Player for a batch size, and plays batches.
+
+    With several devices the batch is sharded over games (`game_sharding`): games never talk to
+    each other, so each device plays its slice and the results equal a one-device run.
+    """
+
+    def __init__(self, player: Player, batch_size: int, reviser=None, captain=None,
+                 devices: int | None = None):
+        self.player = player
+        self.sharding = game_sharding(devices)
+        n_devices = self.sharding.num_devices if self.sharding is not None else 1
+        self.batch_size = -(-batch_size // n_devices) * n_devices  # whole slices per device
+        self.reviser = reviser  # L4: answers LLM revision requests between turns
+        self.captain = captain  # host-deciding captains (LM-only): a `llm_host.CaptainHost`
+        # Outputs pinned to the game mesh, so every turn's inputs arrive sharded as compiled.
+        jit = (jax.jit if self.sharding is None
+               else lambda f: jax.jit(f, out_shardings=self.sharding))
+        self._init = jit(jax.vmap(player.init_one))
+        self._turn = jit(jax.vmap(player.turn_one))
+        self._act = jit(jax.vmap(player.act_one))
+        self._fold = jit(jax.vmap(jax.random.fold_in, in_axes=(0, None)))
+        self.compile_seconds = 0.0
+        self._compiled = False
+
+    def _place(self, tree):
+        """Put a games-leading pytree on the game mesh (a no-op on one device)."""
+        return tree if self.sharding is None else jax.device_put(tree, self.sharding)
+
+    def _compile(self, keys, truths, seeds):
+        start = time.perf_counter()
+        self._init = self._init.lower(keys, truths, seeds).compile()
+        states, carries = self._init(keys, truths, seeds)
+        turn_keys = self._fold(keys, 0)
+        if self.captain is not None:
+            actions = self._place(self._host_actions(np.zeros(keys.shape[0], np.int32),
+                                                     np.zeros(keys.shape[0], np.int32),
+                                                     np.full(keys.shape[0], -1)))
+            self._act = self._act.lower(turn_keys, states, carries, actions).compile()
+        else:
+            self._turn = self._turn.lower(turn_keys, states, carries).compile()
+        self.compile_seconds = time.perf_counter() - start
+        self._compiled = True
+
+    def play(self, games: list[GameSpec], run_seed: int,
+             on_turn: Callable[[int, int], None] | None = None) -> BatchResult:
+        """Play up to `batch_size` games (padded with copies of the last game, then dropped).
+
+        `on_turn(turn, games done)` is called after every turn."""
+        n = len(games)
+        padded = games + [games[-1]] * (self.batch_size - n)
+        truths = jnp.asarray([g.spans for g in padded], jnp.int32)
+        seeds = np.asarray([g.game_seed for g in padded], np.int64)
+        keys = game_keys(run_seed, seeds, np.asarray([g.seed_index for g in padded]))
+        seeds_j = jnp.asarray(seeds.astype(np.int32))
+        keys, truths, seeds_j = self._place((keys, truths, seeds_j))
+        if not self._compiled:
+            self._compile(keys, truths, seeds_j)
+        start = time.perf_counter()
+        init_keys = self._fold(keys, 1 << 20)
+        states, carries = self._init(init_keys, truths, seeds_j)
+        records = []
+        llm_calls, fallbacks = np.zeros(n, np.int32), np.zeros(n, np.int32)
+        llm_events, llm_seconds = [], 0.0
+        captain = self.captain
+        if captain is not None:
+            captain.start([g.game_seed for g in games])
+        for turn in range(self.player.config.max_turns):
+            if captain is not None:
+                llm_start = time.perf_counter()
+                states, carries, record, events = self._host_turn(
+                    captain, self._fold(keys, turn), states, carries, n)
+                llm_seconds += time.perf_counter() - llm_start
+                for event in events:
+                    llm_calls[event.game] += 1
+                    fallbacks[event.game] += int(not event.ok)
+                llm_events.extend(events)
+            else:
+                states, carries, record = self._turn(self._fold(keys, turn), states, carries)
+            records.append(record)
+            done, requests = jax.device_get((states.done, record.llm_request))
+            done, requests = np.asarray(done), np.asarray(requests).copy()
+            requests[n:] = False  # padding copies never call the LLM
+            if self.reviser is not None and requests.any():
+                llm_start = time.perf_counter()
+                turns, asked = jax.device_get((states.turn, states.questions))
+                carries, events = self.reviser.step(
+                    carries, requests, np.asarray(turns),
+                    self.player.config.max_questions - np.asarray(asked))
+                carries = self._place(carries)  # the host patch may leave the mesh
+                llm_seconds += time.perf_counter() - llm_start
+                for event in events:
+                    llm_calls[event.game] += 1
+                    fallbacks[event.game] += int(not event.ok)
+                llm_events.extend(events)
+            if on_turn is not None:
+                on_turn(turn, int(done[:n].sum()))
+            if done.all():
+                break
+        host = jax.device_get((states.shots, states.hits, states.questions, states.turn,
+                               states.won, rules.n_ship_cells(self.player.config, states)))
+        stacked = jax.device_get(jax.tree.map(lambda *xs: jnp.stack(xs), *records))
+        seconds = time.perf_counter() - start
+        shots, hits, questions, turns, won, cells = (np.asarray(x)[:n] for x in host)
+        rec = {name: np.asarray(value)[:, :n] for name, value in stacked._asdict().items()
+               if name != "extras"}
+        rec["extras"] = {name: np.asarray(value)[:, :n] for name, value in stacked.extras.items()}
+        return BatchResult(shots, hits, questions, turns, won, cells, rec, seconds, llm_calls,
+                           fallbacks, llm_events, llm_seconds)
+
+    def _host_actions(self, kinds, cells, templates) -> Action:
+        bits = questions.catalog_bits()[np.maximum(templates, 0)]
+        bits[templates < 0] = 0
+        return Action(kind=jnp.asarray(kinds, jnp.int32), cell=jnp.asarray(cells, jnp.int32),
+                      question_id=jnp.asarray(templates, jnp.int32),
+                      question_bits=jnp.asarray(bits, jnp.uint32))
+
+    def _host_turn(self, captain, keys, states, carries, n: int):
+        """One turn chosen on the host for every live game (`llm_host.CaptainHost`)."""
+        cfg = self.player.config
+        hit_bits, miss_bits, shots, asked, turns, done = jax.device_get(
+            (states.obs.hit_bits, states.obs.miss_bits, states.shots, states.questions,
+             states.turn, states.done))
+        hits = bitboard.unpack_np(np.asarray(hit_bits), cfg.n_cells)
+        misses = bitboard.unpack_np(np.asarray(miss_bits), cfg.n_cells)
+        size = hits.shape[0]
+        kinds, cells = np.zeros(size, np.int32), np.zeros(size, np.int32)
+        templates = np.full(size, -1, np.int32)
+        for g in range(size):  # finished games and padding: any unknown cell, never the LLM
+            unknown = np.flatnonzero(~(hits[g] | misses[g]))
+            cells[g] = unknown[0] if len(unknown) else 0
+        live = [g for g in range(n) if not done[g]]
+        decisions, events = captain.decide(live, hits, misses, turns,
+                                           cfg.max_shots - np.asarray(shots),
+                                           cfg.max_questions - np.asarray(asked))
+        for g, decision in zip(live, decisions):
+            kinds[g], templates[g] = decision.kind, decision.question
+            if decision.kind == 0:
+                cells[g] = decision.cell
+        states, carries, record = self._act(keys, states, carries,
+                                            self._place(self._host_actions(kinds, cells,
+                                                                           templates)))
+        outcomes = np.asarray(jax.device_get(record.outcome))
+        for g in live:
+            if kinds[g] == 1:
+                captain.record_answer(g, bool(outcomes[g]))
+        return states, carries, record, events

@@ -1,0 +1,301 @@
+"""Studies: several runs that make one table — the paper's decomposition, a parameter sweep.
+
+A study is a base `RunConfig` and named rows, each a set of overrides of the base. Every row is an
+ordinary run directory under `OUT/runs/ROW` (resumable on its own); `OUT/study.json` records the
+rows, and `bsjax.battleship.report.tables` rebuilds the table and figures from those files alone.
+
+Definitions come from code (`paper_study`, `sweep_study`) or from TOML files (`experiments/`):
+
+    [experiment]
+    kind = "paper"                  # paper | sweep
+    [base]                          # RunConfig fields shared by every row
+    protocol = "paper"
+    sampler = "chain"
+    [[rows]]                        # paper: the rows, in table order
+    id = "B1"
+    layer = "L1"
+    label = "greedy + MCMC (belief only)"
+    agent = "greedy"
+    [sweep]                         # sweep: one row per value
+    param = "tau"
+    values = "0:1:0.05"             # lo:hi:step (both ends included) or a list
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import jax
+
+from bsjax.battleship.harness import experiment
+from bsjax.battleship.harness.experiment import RunConfig
+from bsjax.core.errors import UsageError
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One row of a study's table: a run with `overrides` of the base config."""
+
+    id: str
+    label: str
+    layer: str = ""
+    overrides: tuple[tuple[str, Any], ...] = ()
+    needs_llm: bool = False   # skipped (and said so in the table) when the base has --llm none
+
+    def config(self, base: RunConfig) -> RunConfig:
+        overrides = dict(self.overrides)
+        if overrides.get("llm", "ollama") != "ollama":  # host and model belong to Ollama
+            overrides = {"llm_host": None, "model": None, **overrides}
+        return dataclasses.replace(base, **overrides)
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "label": self.label, "layer": self.layer,
+                "overrides": dict(self.overrides), "needs_llm": self.needs_llm}
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    kind: str                 # "paper" | "sweep"
+    base: RunConfig
+    rows: tuple[Row, ...]
+    title: str = ""
+    param: str | None = None  # sweep: the swept RunConfig field
+
+    def active_rows(self) -> list[Row]:
+        return [r for r in self.rows if not self.skipped(r)]
+
+    def skipped(self, row: Row) -> bool:
+        return row.needs_llm and self.base.llm == "none"
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "title": self.title, "param": self.param,
+                "base": dataclasses.asdict(self.base),
+                "rows": [dict(r.to_json(), skipped=self.skipped(r)) for r in self.rows]}
+
+
+def _row(id, label, layer="", needs_llm=False, **overrides) -> Row:
+    return Row(id, label, layer, tuple(overrides.items()), needs_llm)
+
+
+# The paper's unified table (paper-protocol §13.1), in its order, plus Grand's LLM-free Bayes
+# captain for reference. L4 rows need an LLM backend.
+PAPER_ROWS = (
+    _row("B1", "greedy + MCMC (belief only)", "L1", agent="greedy"),
+    _row("B2", "WMA (planning)", "L2", agent="wma"),
+    _row("B3", "MRA, revision off", "L3", agent="mra", revision="off"),
+    _row("B4", "MRA, revision on", "L3", agent="mra", revision="on"),
+    _row("B5", "MRA-LLM, tau = 0 (gate closed)", "L4", True, agent="mra-llm", tau=0.0),
+    _row("B6", "MRA-LLM, tau = 1.0", "L4", True, agent="mra-llm", tau=1.0),
+    # The null for B6: every gate opening answered by a uniformly random legal revision.
+    _row("B6-uniform", "MRA-LLM, tau = 1.0, uniform random revisions", "L4", agent="mra-llm",
+         tau=1.0, llm="uniform", llm_format="schema"),
+    _row("bayes", "Bayes-QMD without LLM (Grand et al.)", "ref", agent="bayes"),
+)
+
+# The Grand suite: its LLM-free anchors first (random, greedy), then the same layers.
+GRAND_ROWS = (
+    _row("random", "Random", "ref", agent="random"),
+    _row("greedy", "Greedy (MAP)", "L1", agent="greedy"),
+) + PAPER_ROWS[1:]
+
+# Per protocol: the belief the paper's rows were run with (the reference chain, bit-exact
+# streams) and the Grand captains' importance sampler over 1000 boards.
+PAPER_BASE = {"paper": {"sampler": "chain", "rng": "reference", "particles": 500},
+              "grand": {"sampler": "importance", "rng": "jax", "particles": 1000}}
+
+
+def paper_study(base: RunConfig) -> Study:
+    rows = PAPER_ROWS if base.protocol == "paper" else GRAND_ROWS
+    return Study("paper", base, rows, f"bsjax paper ({base.protocol} protocol)")
+
+
+def paper_base(protocol: str = "paper", **fields) -> RunConfig:
+    """The paper table's base config for a protocol; `fields` override it."""
+    if protocol not in PAPER_BASE:
+        raise UsageError(f"unknown protocol {protocol!r} (choose from paper, grand)")
+    defaults = dict(PAPER_BASE[protocol])
+    if fields.get("sampler", defaults["sampler"]) != "chain":
+        defaults["rng"] = "jax"  # the reference streams exist for the chain only
+    return RunConfig(**{"protocol": protocol, **defaults, **fields})
+
+
+# --- sweeps -------------------------------------------------------------------------------------
+
+SWEEPABLE = {f.name: f for f in dataclasses.fields(RunConfig)}
+NOT_SWEEPABLE = ("protocol", "suite", "board_file", "llm_host", "devices", "batch_size", "verbose")
+
+
+def _number(text: str, kind: type):
+    try:
+        return kind(text)
+    except ValueError:
+        raise UsageError(f"not a {kind.__name__}: {text!r}") from None
+
+
+def parse_values(param: str, spec: str | list) -> list:
+    """Values of a swept RunConfig field: `lo:hi:step` (inclusive), `a,b,c`, or a TOML list."""
+    if param not in SWEEPABLE or param in NOT_SWEEPABLE:
+        names = ", ".join(n for n in SWEEPABLE if n not in NOT_SWEEPABLE)
+        raise UsageError(f"cannot sweep {param!r} (choose from {names})")
+    default = getattr(RunConfig(), param)
+    kind = float if param == "tau" else type(default)
+    if isinstance(spec, list):
+        items = [str(v) for v in spec]
+    elif ":" in spec:
+        if kind not in (int, float):
+            raise UsageError(f"{param} is not numeric: give a list such as a,b,c")
+        parts = spec.split(":")
+        if len(parts) != 3:
+            raise UsageError(f"a range is lo:hi:step (got {spec!r})")
+        lo, hi, step = (_number(x, float) for x in parts)
+        if step <= 0 or hi < lo:
+            raise UsageError(f"a range needs lo <= hi and step > 0 (got {spec!r})")
+        count = int(round((hi - lo) / step)) + 1
+        if count > 1000:
+            raise UsageError(f"{spec!r} gives {count} values; at most 1000")
+        items = [repr(round(lo + i * step, 10)) for i in range(count)]
+    else:
+        items = [x.strip() for x in spec.split(",") if x.strip()]
+    if not items:
+        raise UsageError(f"no values for {param}")
+    if kind in (int, float):
+        values = [_number(x, kind) if kind is float else int(_number(x, float)) for x in items]
+    else:
+        values = items
+    if len(set(values)) != len(values):
+        raise UsageError(f"repeated values for {param}: {spec!r}")
+    return values
+
+
+def _value_id(param: str, value) -> str:
+    text = f"{value:.4g}" if isinstance(value, float) else str(value)
+    return f"{param}={text}"
+
+
+def sweep_study(base: RunConfig, param: str, values: str | list) -> Study:
+    parsed = parse_values(param, values)
+    rows = tuple(Row(_value_id(param, v), _value_id(param, v), "", ((param, v),))
+                 for v in parsed)
+    return Study("sweep", base, rows, f"bsjax sweep: {base.agent} over {param}", param)
+
+
+# --- TOML ---------------------------------------------------------------------------------------
+
+ROW_KEYS = ("id", "label", "layer", "needs_llm")
+
+
+def _config_fields(table: dict, where: str) -> dict:
+    known = {f.name for f in dataclasses.fields(RunConfig)}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise UsageError(f"{where}: unknown setting(s) {', '.join(unknown)}")
+    return table
+
+
+def load_toml(path: str | Path, overrides: dict | None = None) -> Study:
+    """A study from an experiment file; `overrides` (CLI flags) replace its base settings."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"experiment file not found: {path}")
+    try:
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise UsageError(f"{path}: not valid TOML ({str(err).splitlines()[0]})") from None
+    meta = data.get("experiment", {})
+    kind = meta.get("kind", "paper")
+    base_fields = _config_fields(dict(data.get("base", {})), f"{path.name} [base]")
+    base_fields.update(overrides or {})
+    try:
+        base = RunConfig(**base_fields)
+    except TypeError as err:
+        raise UsageError(f"{path.name}: {err}") from None
+    if kind == "sweep":
+        sweep = data.get("sweep", {})
+        if "param" not in sweep or "values" not in sweep:
+            raise UsageError(f"{path.name}: a sweep needs [sweep] param and values")
+        study = sweep_study(base, sweep["param"], sweep["values"])
+    elif kind == "paper":
+        rows = []
+        for i, entry in enumerate(data.get("rows", [])):
+            entry = dict(entry)
+            if "id" not in entry:
+                raise UsageError(f"{path.name}: row {i + 1} has no id")
+            meta_keys = {k: entry.pop(k) for k in ROW_KEYS if k in entry}
+            fields = _config_fields(entry, f"{path.name} row {meta_keys['id']}")
+            rows.append(Row(meta_keys["id"], meta_keys.get("label", meta_keys["id"]),
+                            meta_keys.get("layer", ""), tuple(fields.items()),
+                            bool(meta_keys.get("needs_llm", False))))
+        if not rows:
+            rows = list(paper_study(base).rows)
+        ids = [r.id for r in rows]
+        if len(set(ids)) != len(ids):
+            raise UsageError(f"{path.name}: repeated row ids")
+        study = Study("paper", base, tuple(rows), f"bsjax paper ({base.protocol} protocol)")
+    else:
+        raise UsageError(f"{path.name}: unknown experiment kind {kind!r} (choose from paper, "
+                         "sweep)")
+    return dataclasses.replace(study, title=meta.get("title", study.title))
+
+
+# --- running ------------------------------------------------------------------------------------
+
+def validate(study: Study) -> None:
+    """Check every row's config before anything is written. Raises UsageError."""
+    for row in study.active_rows():
+        try:
+            experiment.validate(row.config(study.base))
+        except UsageError as err:
+            raise UsageError(f"row {row.id}: {err}") from None
+        except TypeError as err:
+            raise UsageError(f"row {row.id}: {err}") from None
+
+
+def prepare(study: Study, out: Path, resume: bool) -> None:
+    """Check the study directory (writes nothing)."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file, not a directory")
+    study_json = out / "study.json"
+    shared = jax.process_count() > 1  # other processes write beside this one
+    if study_json.exists():
+        if not resume and not shared:
+            raise UsageError(f"{out} already holds a study: pass --resume or choose another --out")
+        try:
+            previous = json.loads(study_json.read_text())
+        except json.JSONDecodeError:
+            raise UsageError(f"{study_json} is not valid JSON; cannot resume") from None
+        if _identity(previous) != _identity(study.to_json()):
+            raise UsageError(f"{out} holds a study with a different configuration; cannot resume")
+    elif out.exists() and any(out.iterdir()) and not shared:
+        raise UsageError(f"{out} exists and is not a bsjax study directory")
+    for row in study.active_rows():
+        experiment.prepare_out_dir(out / "runs" / row.id, row.config(study.base), resume)
+
+
+def _identity(study_json: dict) -> dict:
+    base = {k: v for k, v in study_json["base"].items()
+            if k not in experiment.PLACEMENT_FIELDS}
+    return {"kind": study_json["kind"], "param": study_json.get("param"), "base": base,
+            "rows": study_json["rows"]}
+
+
+def run(study: Study, out: Path, resume: bool = False, progress_factory=None) -> dict:
+    """Play every active row into `out/runs/ROW`; returns {row id: summary}."""
+    validate(study)
+    prepare(study, out, resume)
+    out.mkdir(parents=True, exist_ok=True)
+    if jax.process_index() == 0 and not (out / "study.json").exists():
+        (out / "study.json").write_text(json.dumps(
+            dict(study.to_json(), created=datetime.datetime.now().isoformat(timespec="seconds")),
+            indent=2))
+    summaries = {}
+    for row in study.active_rows():
+        progress = progress_factory(row.id) if progress_factory is not None else None
+        row_dir = out / "runs" / row.id
+        summaries[row.id] = experiment.run(row.config(study.base), row_dir, resume=resume,
+                                           progress=progress)
+    return summaries

@@ -1,0 +1,163 @@
+"""`sim.next` look-ahead as closed forms over the particle set (paper-protocol §7), for ONE game.
+
+The reference reads `boardValue = hits / 14` after hypothetical actions; every look-ahead it does
+reduces to the reductions below, so no interpreter is needed. All K candidate questions of a turn
+are scored in one call: answers `[K, P]`, reweighted marginals `[K, 2, C]`, values `[K]`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from bsjax.battleship.config import GameConfig
+from bsjax.battleship.game import bitboard, questions
+from bsjax.battleship.game import spans as spans_lib
+
+COARSE_WEIGHTS = (0.015, 0.005, 0.0)     # split, regionMass, clusterRelevance
+SALVAGE_WEIGHTS = (0.03, 0.035, 0.025)
+
+
+class Particles(NamedTuple):
+    """A weighted particle set in the form the look-ahead needs.
+
+    Attributes:
+      occupancy: `[P, C]` float32 0/1 ship cells of each particle.
+      bits: `[P, W]` uint32 the same as bitboards.
+      weights: `[P]` float32 normalised weights.
+    """
+
+    occupancy: jnp.ndarray
+    bits: jnp.ndarray
+    weights: jnp.ndarray
+
+
+def particles(config: GameConfig, spans: jnp.ndarray, weights: jnp.ndarray) -> Particles:
+    """From `[P, S]` span ids and `[P]` weights."""
+    return Particles(spans_lib.board_cells(config, spans).astype(jnp.float32),
+                     spans_lib.board_bits(config, spans), weights)
+
+
+def hit_probability(parts: Particles) -> jnp.ndarray:
+    """`[C]` weighted occupancy."""
+    return parts.weights @ parts.occupancy
+
+
+def shot_values(hit_probability: jnp.ndarray, hits: jnp.ndarray, total_cells) -> jnp.ndarray:
+    """`[C]` V_shot(c) = p_c (h+1)/T + (1 - p_c) h/T = (h + p_c)/T."""
+    return (hits + hit_probability) / total_cells
+
+
+def answers(region_bits: jnp.ndarray, parts: Particles) -> jnp.ndarray:
+    """`[K, P]` bool: does particle p have a ship in region k."""
+    return bitboard.intersects(region_bits[:, None, :], parts.bits[None, :, :])
+
+
+class Lookahead(NamedTuple):
+    """Per candidate question: `p_yes` `[K]` raw belief that the answer is yes, and `best_after`
+    `[K, 2]` the best unknown-cell hit probability after a yes (0) / no (1) answer."""
+
+    p_yes: jnp.ndarray
+    best_after: jnp.ndarray
+
+
+def lookahead(config: GameConfig, parts: Particles, answer_matrix: jnp.ndarray,
+              unknown: jnp.ndarray, tempered: bool = True) -> Lookahead:
+    """Reweight the particles by each answer of each candidate and read the best marginal.
+
+    Args:
+      answer_matrix: `[K, P]` bool predicate of each candidate on each particle.
+      unknown: `[C]` bool unshot cells.
+      tempered: reweight with the captain's likelihood L(match)/L(mismatch) (the reference's
+        §7.3); False splits by the noise-free answer (Grand et al.'s Bayes-D partition).
+    Returns:
+      Lookahead with `[K]` p_yes and `[K, 2]` best post-answer hit probability.
+    """
+    match, mismatch = config.answer_likelihood() if tempered else (1.0, 0.0)
+    truth = answer_matrix.astype(jnp.float32)                                   # [K, P]
+    like_yes = truth * match + (1.0 - truth) * mismatch
+    like_no = truth * mismatch + (1.0 - truth) * match
+    reweighted = jnp.stack([like_yes, like_no], axis=1) * parts.weights         # [K, 2, P]
+    total = jnp.sum(reweighted, axis=-1)                                        # [K, 2]
+    marginals = reweighted @ parts.occupancy                                    # [K, 2, C]
+    marginals = marginals / jnp.where(total > 0, total, 1.0)[..., None]
+    best = jnp.max(jnp.where(unknown, marginals, -1.0), axis=-1)
+    best = jnp.where((total > 0) & jnp.any(unknown), best, 0.0)
+    p_yes = truth @ parts.weights
+    return Lookahead(p_yes, best)
+
+
+def raw_question_values(look: Lookahead, hits: jnp.ndarray, total_cells) -> jnp.ndarray:
+    """`[K]` raw(q) = pYes V_yes + (1 - pYes) V_no with V_a = (h + p*_a)/T (§7.3).
+
+    Uses the raw pYes as the answer probability, as the reference does (quirk 7)."""
+    values = (hits + look.best_after) / total_cells
+    return look.p_yes * values[:, 0] + (1.0 - look.p_yes) * values[:, 1]
+
+
+def split(p_yes: jnp.ndarray) -> jnp.ndarray:
+    return 1.0 - jnp.abs(2.0 * p_yes - 1.0)
+
+
+@functools.cache
+def _template_tables():
+    """Static tables of the 83 templates: cells `[83, 64]`, mass divisor `[83]`, block index
+    `[83]` (-1 if not a block), the rows and columns each region spans `[83, 8]`."""
+    cells = questions.catalog_cells()
+    families = [t.family for t in questions.CATALOG]
+    divisor = np.array([8.0 if f in ("row", "column") else 16.0 for f in families], np.float32)
+    block = np.array([t.index - 34 if t.family == "block-2x2" else -1 for t in questions.CATALOG],
+                     np.int32)
+    grid = cells.reshape(-1, 8, 8)
+    return cells, divisor, block, grid.any(axis=2), grid.any(axis=1)
+
+
+def region_mass(hit_probability: jnp.ndarray, unknown: jnp.ndarray) -> jnp.ndarray:
+    """`[83]` clip(M(R)/d(R), 0, 1) with the reference's block-2x2 binning (§7.4, quirk 13):
+    each unknown cell's mass goes to the one block anchored at (min(r, 6), min(c, 6)), and a
+    block's binned mass is divided by 4."""
+    cells, divisor, block, _, _ = _template_tables()
+    mass = jnp.where(unknown, hit_probability, 0.0)                             # [C]
+    plain = jnp.asarray(cells, jnp.float32) @ mass / jnp.asarray(divisor)
+    rows, cols = np.divmod(np.arange(64), 8)
+    anchor = np.minimum(rows, 6) * 7 + np.minimum(cols, 6)                      # [C] block id
+    binned = jnp.zeros(49, jnp.float32).at[anchor].add(mass) / 4.0
+    blocks = binned[jnp.asarray(np.maximum(block, 0))]
+    return jnp.clip(jnp.where(jnp.asarray(block) >= 0, blocks, plain), 0.0, 1.0)
+
+
+def cluster_relevance(hit_cells: jnp.ndarray, labels: jnp.ndarray | None = None) -> jnp.ndarray:
+    """`[83]` max over 4-connected hit clusters K of
+    max(|rows(R) ∩ rows(K)|, |cols(R) ∩ cols(K)|) / max(|rows(K)|, |cols(K)|, 1); 0 without hits.
+
+    `labels` (`[C]` from `questions.hit_clusters`) may be passed by a caller that already has
+    them: the labelling is a while loop, which under vmap waits for the slowest game."""
+    _, _, _, region_rows, region_cols = _template_tables()
+    if labels is None:
+        labels = questions.hit_clusters(hit_cells, 8, 8)                        # [C]
+    member = labels[None, :] == jnp.arange(64)[:, None]                         # [L, C]
+    grid = member.reshape(64, 8, 8)
+    k_rows, k_cols = jnp.any(grid, axis=2), jnp.any(grid, axis=1)               # [L, 8]
+    exists = jnp.any(member, axis=1)                                            # [L]
+    r_rows = jnp.asarray(region_rows, jnp.float32)
+    r_cols = jnp.asarray(region_cols, jnp.float32)
+    shared_rows = r_rows @ k_rows.T.astype(jnp.float32)                         # [83, L]
+    shared_cols = r_cols @ k_cols.T.astype(jnp.float32)
+    extent = jnp.maximum(jnp.maximum(k_rows.sum(1), k_cols.sum(1)), 1).astype(jnp.float32)
+    overlap = jnp.maximum(shared_rows, shared_cols) / extent
+    return jnp.max(jnp.where(exists[None, :], overlap, 0.0), axis=1)
+
+
+def adjusted_values(raw: jnp.ndarray, p_yes: jnp.ndarray, mass: jnp.ndarray,
+                    relevance: jnp.ndarray, weights: tuple[float, float, float]) -> jnp.ndarray:
+    """adj = raw + w_split split + w_mass regionMass + w_cluster clusterRelevance."""
+    w_split, w_mass, w_cluster = weights
+    return raw + w_split * split(p_yes) + w_mass * mass + w_cluster * relevance
+
+
+def template_bits() -> jnp.ndarray:
+    """`[83, W]` uint32 regions of the catalog."""
+    return jnp.asarray(questions.catalog_bits())

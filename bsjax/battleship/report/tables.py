@@ -1,0 +1,232 @@
+"""Tables of studies and runs, rebuilt from their files alone (`bsjax report`).
+
+A study directory (`study.json` + `runs/ROW/`) gives the paper's unified table or a sweep table;
+a single run directory gives a one-row table. Everything here reads JSON lines, never live state,
+so a finished, interrupted or resumed run reports the same way.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from bsjax.core import stats
+from bsjax.core.files import read_run_json, read_run_jsonl, run_parts
+
+
+class ReportError(ValueError):
+    """A directory that holds no study or run."""
+
+
+# Published aggregates (paper-protocol §13.1; grand-protocol §7.2): F1, wins, games, questions,
+# LLM rate. Shown beside the measured rows.
+PUBLISHED = {
+    "paper": {"B1": (0.522, 27, 54, 0.0, 0.0), "B2": (0.539, 40, 54, 11.9, 0.0),
+              "B3": (0.552, 31, 54, 8.0, 0.0), "B4": (0.551, 30, 54, 8.0, 0.0),
+              "B5": (0.552, 31, 54, 8.0, 0.0), "B6": (0.557, 29, 54, 8.9, 0.043)},
+    "grand": {"random": (0.317, 0, 54, 0.0, 0.0), "greedy": (0.614, 51, 54, 0.0, 0.0)},
+}
+
+COLUMNS = ("id", "layer", "label", "agent", "status", "llm_rate", "avg_f1", "wins", "games",
+           "win_rate", "ci_low", "ci_high", "avg_questions", "wall_seconds", "published_f1",
+           "published_wins", "published_games", "published_in_ci", "h2h_vs_random",
+           "h2h_vs_greedy")
+
+
+def load(path: str | Path) -> dict:
+    """A study or run directory as {"kind", "title", "protocol", "param", "rows": [...]}; each
+    row has its meta data and `games` (the game rows written so far)."""
+    root = Path(path)
+    if (root / "study.json").is_file():
+        try:
+            study = json.loads((root / "study.json").read_text())
+        except json.JSONDecodeError:
+            raise ReportError(f"{root / 'study.json'} is not valid JSON") from None
+        rows = []
+        for row in study["rows"]:
+            run_dir = root / "runs" / row["id"]
+            config = dict(study["base"], **row["overrides"])
+            rows.append(dict(row, config=config, total=read_run_json(run_dir).get("games"),
+                             games=read_run_jsonl(run_dir, "games.jsonl", stop_at_torn=True)))
+        return {"kind": study["kind"], "title": study.get("title", ""),
+                "protocol": study["base"]["protocol"], "param": study.get("param"),
+                "rows": rows}
+    if any((part / "games.jsonl").is_file() for part in run_parts(root)):
+        run = read_run_json(root)
+        config = run.get("config", {})
+        row = {"id": root.name, "label": config.get("agent", root.name), "layer": "",
+               "overrides": {}, "skipped": False, "config": config, "total": run.get("games"),
+               "games": read_run_jsonl(root, "games.jsonl", stop_at_torn=True)}
+        return {"kind": "run", "title": f"bsjax run {root.name}",
+                "protocol": config.get("protocol", "paper"), "param": None, "rows": [row]}
+    raise ReportError(f"{path} is neither a study (study.json) nor a run directory "
+                      "(games.jsonl)")
+
+
+def _status(row: dict) -> str:
+    if row.get("skipped"):
+        return "skipped (--llm none)"
+    if not row["games"]:
+        return "not run"
+    if row["total"] is not None and len(row["games"]) < row["total"]:
+        return f"partial {len(row['games'])}/{row['total']}"
+    return "ok"
+
+
+def table(data: dict) -> list[dict]:
+    """One dict per row with the COLUMNS fields (None where a value does not apply)."""
+    by_id = {row["id"]: row for row in data["rows"]}
+    published = PUBLISHED.get(data["protocol"], {}) if data["kind"] == "paper" else {}
+    out = []
+    for row in data["rows"]:
+        summary = stats.summarize(row["games"]) if row["games"] else None
+        entry = dict.fromkeys(COLUMNS)
+        entry.update(id=row["id"], layer=row.get("layer", ""), label=row.get("label", ""),
+                     agent=row["config"].get("agent"), status=_status(row))
+        if data["kind"] == "sweep":
+            entry[data["param"]] = row["overrides"].get(data["param"])
+        if summary is not None:
+            low, high = summary["win_rate_ci"]
+            entry.update(llm_rate=summary["llm_rate"], avg_f1=summary["avg_f1"],
+                         wins=summary["wins"], games=summary["games"],
+                         win_rate=summary["win_rate"], ci_low=low, ci_high=high,
+                         avg_questions=summary["avg_questions"],
+                         wall_seconds=summary["wall_seconds"])
+        if row["id"] in published:
+            f1, wins, games, _, _ = published[row["id"]]
+            entry.update(published_f1=f1, published_wins=wins, published_games=games)
+            if summary is not None:
+                entry["published_in_ci"] = bool(entry["ci_low"] <= wins / games
+                                                <= entry["ci_high"])
+        for anchor in ("random", "greedy"):
+            if data["protocol"] == "grand" and anchor in by_id and summary is not None \
+                    and by_id[anchor]["games"] and anchor != row["id"]:
+                entry[f"h2h_vs_{anchor}"] = stats.head_to_head_win_rate(
+                    stats.f1_by_board(row["games"]), stats.f1_by_board(by_id[anchor]["games"]))
+        out.append(entry)
+    return out
+
+
+def h2h_matrix(data: dict) -> tuple[list[str], list[list[float]]]:
+    """Pooled head-to-head F1 win rate of every played row over every other (row over column)."""
+    played = [row for row in data["rows"] if row["games"]]
+    ids = [row["id"] for row in played]
+    f1 = [stats.f1_by_board(row["games"]) for row in played]
+    matrix = [[float("nan") if i == j else stats.head_to_head_win_rate(f1[i], f1[j])
+               for j in range(len(ids))] for i in range(len(ids))]
+    return ids, matrix
+
+
+def board_delta_f1(data: dict, on: str = "B4", off: str = "B3") -> dict[str, float]:
+    """Per-board mean F1 of row `on` minus row `off` (revision on − off), boards both played."""
+    rows = {row["id"]: row for row in data["rows"]}
+    if on not in rows or off not in rows or not rows[on]["games"] or not rows[off]["games"]:
+        return {}
+    f1_on, f1_off = stats.f1_by_board(rows[on]["games"]), stats.f1_by_board(rows[off]["games"])
+    return {b: sum(f1_on[b]) / len(f1_on[b]) - sum(f1_off[b]) / len(f1_off[b])
+            for b in sorted(set(f1_on) & set(f1_off))}
+
+
+def _fmt(value, kind: str) -> str:
+    if value is None:
+        return "–"
+    if kind == "pct":
+        return f"{100 * value:.1f}%"
+    if kind == "f3":
+        return f"{value:.3f}"
+    if kind == "f4":
+        return f"{value:.4f}"
+    if kind == "f1":
+        return f"{value:.1f}"
+    if kind == "time":
+        return f"{value:.0f} s" if value < 600 else f"{value / 60:.1f} min"
+    return str(value)
+
+
+def markdown(data: dict, rows: list[dict]) -> str:
+    """The table as Markdown, in the shape of the paper's unified table."""
+    sweep = data["kind"] == "sweep"
+    grand = data["protocol"] == "grand"
+    has_published = any(r["published_f1"] is not None for r in rows)
+    head = ([data["param"]] if sweep else ["row", "layer", "agent"]) + [
+        "LLM rate", "avg F1", "wins", "win rate", "Wilson 95% CI", "avg questions", "games",
+        "wall time"]
+    if grand:
+        head += ["h2h vs random", "h2h vs greedy"]
+    if has_published:
+        head += ["published (F1, wins)", "published win rate in CI"]
+    lines = [f"# {data['title']}", "", "| " + " | ".join(head) + " |",
+             "|" + "---|" * len(head)]
+    for r in rows:
+        first = ([_fmt(r[data["param"]], "")] if sweep
+                 else [r["id"], r["layer"] or "–", r["label"] or r["agent"]])
+        if r["games"] is None:
+            cells = first + [r["status"]] + ["–"] * (len(head) - len(first) - 1)
+        else:
+            cells = first + [
+                _fmt(r["llm_rate"], "pct"), _fmt(r["avg_f1"], "f4"),
+                f"{r['wins']}/{r['games']}", _fmt(r["win_rate"], "pct"),
+                f"[{100 * r['ci_low']:.1f}, {100 * r['ci_high']:.1f}]",
+                _fmt(r["avg_questions"], "f1"),
+                str(r["games"]) + ("" if r["status"] == "ok" else f" ({r['status']})"),
+                _fmt(r["wall_seconds"], "time")]
+            if grand:
+                cells += [_fmt(r["h2h_vs_random"], "f3"), _fmt(r["h2h_vs_greedy"], "f3")]
+            if has_published:
+                cells += ["–", "–"] if r["published_f1"] is None else [
+                    f"{r['published_f1']:.3f}, {r['published_wins']}/{r['published_games']}",
+                    "yes" if r["published_in_ci"] else "no"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Win rate is the completion rate (all ship cells hit within the shot budget); "
+              "CIs are Wilson 95% intervals; LLM rate is LLM calls per turn."]
+    if grand:
+        lines.append("h2h: pooled head-to-head F1 win rate of the row over the anchor "
+                     "(Grand et al.'s \"win rate\", ties count 1/2).")
+    if has_published:
+        lines.append("Published: the paper's numbers at 54 games; \"in CI\" asks whether the "
+                     "published win rate lies in this row's Wilson interval.")
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(data: dict, rows: list[dict]) -> str:
+    columns = ([data["param"]] if data["kind"] == "sweep" else []) + list(COLUMNS)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore",
+                            lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in columns})
+    return buffer.getvalue()
+
+
+def write(path: str | Path) -> dict:
+    """(Re)build every report file of a study or run directory; returns what was written."""
+    from bsjax.battleship.report import figures
+    root = Path(path)
+    data = load(root)
+    rows = table(data)
+    text = markdown(data, rows)
+    (root / "table.md").write_text(text)
+    (root / "table.csv").write_text(to_csv(data, rows))
+    written = {"table_md": str(root / "table.md"), "table_csv": str(root / "table.csv")}
+    if any(r["games"] for r in rows):
+        if data["kind"] == "sweep":
+            written["sweep_png"] = figures.sweep(data, rows, root / "sweep.png")
+        else:
+            written["win_rate_png"] = figures.win_rate(data, rows, root / "win_rate.png")
+        delta = board_delta_f1(data)
+        if delta:
+            written["board_delta_f1_png"] = figures.board_delta(delta, root /
+                                                                "board_delta_f1.png")
+        if data["protocol"] == "grand" and data["kind"] == "paper":
+            ids, matrix = h2h_matrix(data)
+            (root / "h2h.csv").write_text(
+                "\n".join([",".join(["row_over_column"] + ids)] +
+                          [",".join([a] + ["" if a == b else f"{v:.4f}"
+                                           for b, v in zip(ids, line)])
+                           for a, line in zip(ids, matrix)]) + "\n")
+            written["h2h_csv"] = str(root / "h2h.csv")
+            written["h2h_png"] = figures.h2h(ids, matrix, root / "h2h.png")
+    return {"table": rows, "markdown": text, "files": written, "kind": data["kind"]}
