@@ -2,17 +2,22 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# Optional extras on top of test,llm,docs, e.g. `make run EXTRAS=cuda12` (NVIDIA GPU) or
+# `make test EXTRAS=tpu`; each set of extras gets its own install stamp.
+EXTRAS ?=
+comma := ,
+ALL_EXTRAS := test,llm,docs$(if $(EXTRAS),$(comma)$(EXTRAS))
+STAMP := $(VENV)/.installed-$(subst $(comma),-,$(ALL_EXTRAS))
 # llama.cpp without native AMX/AVX-512 code (segfaults on these machines), AVX2 kept for speed.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
 	-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
-.PHONY: run test install bench clean
+.PHONY: run test install bench docs lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e '.[test,llm]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e '.[$(ALL_EXTRAS)]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -25,8 +30,16 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
+# The documentation site, built offline into site/ (--strict: a broken link or reference fails).
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
+
+lint: $(STAMP)
+	$(BIN)/pip install --quiet ruff
+	$(BIN)/ruff check .
+
 bench: $(STAMP)
 	$(BIN)/bsjax bench --agent greedy --sampler particles --games 54
 
 clean:
-	rm -rf $(VENV) results
+	rm -rf $(VENV) results site

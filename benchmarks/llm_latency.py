@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bsjax.battleship.harness.summaries import percentile
 from bsjax.battleship.llm import lm_only, revision
-from bsjax.battleship.report.llm_calls import percentile
 from bsjax.core.llm.backends import LocalBackend
 from bsjax.core.llm.structured import Call, LLMClient
 

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bsjax.battleship.harness import summaries
 from bsjax.core import stats
 
 
@@ -38,6 +39,6 @@ def test_summarize_fields():
              "turns": 14, "llm_calls": 0, "fallbacks": 0},
             {"board": "B01", "f1": 0.0, "won": False, "shots": 40, "hits": 0, "questions": 2,
              "turns": 42, "llm_calls": 0, "fallbacks": 0}]
-    summary = stats.summarize(rows)
+    summary = summaries.summarize(rows)
     assert summary["games"] == 2 and summary["wins"] == 1 and summary["avg_f1"] == 0.5
     assert summary["avg_questions"] == 1.0 and summary["win_rate_ci"][0] < 0.5 < summary["win_rate_ci"][1]

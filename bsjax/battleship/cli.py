@@ -250,7 +250,8 @@ def cmd_bench(args) -> int:
 
 
 def cmd_h2h(args) -> int:
-    """Pooled head-to-head F1 win rate of run A over run B (grand-protocol §3.1)."""
+    """Pooled head-to-head F1 win rate of run A over run B (docs/battleship/grand-protocol.md §3.1)."""
+    from bsjax.battleship.harness import summaries
     from bsjax.core import stats
     rows = []
     for run_dir in (args.run_a, args.run_b):
@@ -262,7 +263,7 @@ def cmd_h2h(args) -> int:
             rows.append([json.loads(line) for line in path.read_text().splitlines() if line])
         except json.JSONDecodeError:
             raise UsageError(f"{path} is not valid JSON lines") from None
-    f1_a, f1_b = stats.f1_by_board(rows[0]), stats.f1_by_board(rows[1])
+    f1_a, f1_b = summaries.f1_by_board(rows[0]), summaries.f1_by_board(rows[1])
     shared = sorted(set(f1_a) & set(f1_b))
     if not shared:
         raise UsageError("the two runs share no board")

@@ -1,9 +1,8 @@
-"""Statistics for results tables: Wilson score intervals and head-to-head F1 win rates."""
+"""Statistics shared by both domains: Wilson score intervals and head-to-head win rates."""
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 
@@ -22,7 +21,7 @@ def wilson_interval(successes: int, trials: int, z: float = 1.959963984540054) -
 
 def head_to_head_win_rate(f1_a: Mapping[str, Iterable[float]],
                           f1_b: Mapping[str, Iterable[float]]) -> float:
-    """Pooled head-to-head F1 win rate of A over B (grand-protocol §3.1).
+    """Pooled head-to-head F1 win rate of A over B (docs/battleship/grand-protocol.md §3.1).
 
     For each board present in both, every game of A is compared with every game of B: 1 if A's F1
     is higher, 0.5 on a tie, 0 otherwise. Returns total score / total comparisons (nan if none).
@@ -37,34 +36,3 @@ def head_to_head_win_rate(f1_a: Mapping[str, Iterable[float]],
                 score += 1.0 if a > b else (0.5 if a == b else 0.0)
                 comparisons += 1
     return score / comparisons if comparisons else float("nan")
-
-
-def f1_by_board(rows: Iterable[Mapping]) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = defaultdict(list)
-    for row in rows:
-        out[row["board"]].append(float(row["f1"]))
-    return dict(out)
-
-
-def summarize(rows: list[Mapping]) -> dict:
-    """Aggregate game rows into the summary fields of `bsjax play --json`."""
-    n = len(rows)
-    wins = sum(1 for r in rows if r["won"])
-    turns = sum(r["turns"] for r in rows)
-    llm_calls = sum(r.get("llm_calls", 0) for r in rows)
-    low, high = wilson_interval(wins, n)
-    mean = lambda key: (sum(float(r[key]) for r in rows) / n) if n else 0.0  # noqa: E731
-    return {
-        "games": n,
-        "avg_f1": mean("f1"),
-        "wins": wins,
-        "win_rate": wins / n if n else 0.0,
-        "win_rate_ci": [low, high],
-        "avg_shots": mean("shots"),
-        "avg_questions": mean("questions"),
-        "avg_hits": mean("hits"),
-        "llm_calls": llm_calls,
-        "llm_rate": llm_calls / turns if turns else 0.0,
-        "fallbacks": sum(r.get("fallbacks", 0) for r in rows),
-        "wall_seconds": sum(float(r.get("wall_seconds", 0.0)) for r in rows),
-    }

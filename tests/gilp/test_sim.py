@@ -1,4 +1,4 @@
-"""The behavioural LLM simulator (spec/gilp.md §5.2, §4.6-§4.8, §6.1, §8): hallucination types on
+"""The behavioural LLM simulator (docs/gilp/spec.md §5.2, §4.6-§4.8, §6.1, §8): hallucination types on
 hand-built states, the p_h formula, the noiseless agent = the observable oracle, gate detection
 with a perfect-label backbone, the ablation behaviours, determinism, no information leak, event
 rows, retracing, and a smoke run of the hybrid methods with an untrained MPNN."""
@@ -385,7 +385,7 @@ def _as_run(rec, task, seed, tasks, method="Agent-Replan", kind="llm"):
         task=task,
         task_index=task,
         seed=np.asarray(seed),
-        gilp_hallucinate=np.asarray(tasks["horizon"])[task],
+        H=np.asarray(tasks["horizon"])[task],
         records=jax.tree_util.tree_map(np.asarray, rec),
         seconds=0.0,
     )

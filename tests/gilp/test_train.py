@@ -1,5 +1,5 @@
 """Backbone training, ErrorAware's extra terms, checkpoints, the dataset format and the §3.6
-metrics (spec/gilp.md §3.3–§3.6, §8 "Training", "Compile discipline")."""
+metrics (docs/gilp/spec.md §3.3–§3.6, §8 "Training", "Compile discipline")."""
 
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ def test_spectral_regulariser():
     v, _ = np.linalg.qr(np.random.default_rng(2).normal(size=(64, 64)))
     s = np.linspace(0.1, 1.0, 64)
     s[-1] = 3.0
-    w = jnp.asarray(u @ np.diag(s) @ v.train, jnp.float32)
+    w = jnp.asarray(u @ np.diag(s) @ v.T, jnp.float32)
     np.testing.assert_allclose(train.spectral_norm_estimate(w), 3.0, rtol=1e-3)
     # The gradient goes through W only (iterates stopped): d σ / d W = u vᵀ has unit norm.
     grad = jax.grad(train.spectral_norm_estimate)(w)

@@ -17,7 +17,23 @@ from bsjax.battleship.types import Action, View
 PyTree = Any
 
 
-class Agent(Protocol):
+class TurnHooks(Protocol):
+    """What the harness calls after every compiled turn, with defaults that change nothing."""
+
+    def observe(self, view: View, sampler, belief: PyTree, state: PyTree, outcome: jax.Array,
+                game_over: jax.Array) -> PyTree:
+        """The state after the turn's outcome, once the belief has absorbed it (`view` is the
+        post-action view). Default: unchanged. The reflective runtime predicts, observes and
+        reconciles here."""
+        return state
+
+    def trace(self, state: PyTree) -> dict[str, jax.Array]:
+        """Per-turn scalars recorded in events.jsonl (an `llm_request` flag among them asks the
+        host for an LLM call). Default: none."""
+        return {}
+
+
+class Agent(TurnHooks, Protocol):
     """A captain whose every decision is a traced function of ONE game (vmapped by the harness).
 
     Class attributes:
@@ -42,20 +58,8 @@ class Agent(Protocol):
         consumed."""
         ...
 
-    def observe(self, view: View, sampler, belief: PyTree, state: PyTree, outcome: jax.Array,
-                game_over: jax.Array) -> PyTree:
-        """The state after the turn's outcome, once the belief has absorbed it (`view` is the
-        post-action view). Default: unchanged. The reflective runtime predicts, observes and
-        reconciles here."""
-        return state
 
-    def trace(self, state: PyTree) -> dict[str, jax.Array]:
-        """Per-turn scalars recorded in events.jsonl (an `llm_request` flag among them asks the
-        host for an LLM call). Default: none."""
-        return {}
-
-
-class HostCaptain(Protocol):
+class HostCaptain(TurnHooks, Protocol):
     """A captain whose decisions are made on the host between compiled turns (the LM-only
     captain: an LLM chooses every action). The compiled part only applies the chosen action
     (`Player.act_one`); `bsjax.battleship.harness.llm_host.CaptainHost` makes the decisions.
@@ -72,4 +76,4 @@ class HostCaptain(Protocol):
         ...
 
 
-__all__ = ["Agent", "HostCaptain"]
+__all__ = ["Agent", "HostCaptain", "TurnHooks"]

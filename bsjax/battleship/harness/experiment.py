@@ -23,10 +23,9 @@ from bsjax.battleship import belief as belief_lib
 from bsjax.battleship.config import GameConfig, protocol
 from bsjax.battleship.game import suites
 from bsjax.battleship.game.suites import BoardError
-from bsjax.battleship.harness import llm_setup
+from bsjax.battleship.harness import llm_setup, summaries
 from bsjax.battleship.harness.loop import BatchRunner, GameSpec, Player
-from bsjax.battleship.report.llm_calls import summarize_llm_events
-from bsjax.core import stats
+from bsjax.battleship.harness.summaries import summarize_llm_events
 from bsjax.core.errors import UsageError
 from bsjax.core.files import read_jsonl
 
@@ -363,7 +362,7 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
     if progress is not None:
         progress.stop()
     played = len(todo)
-    summary = stats.summarize(done_rows)
+    summary = summaries.summarize(done_rows)
     summary.update(summarize_llm_events(read_jsonl(out / "events.jsonl")))
     summary.update({
         "llm": cfg.llm if llm_setup.uses_llm(agents_lib.AGENTS[cfg.agent]) else None,

@@ -11,8 +11,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from bsjax.battleship.report.llm_calls import summarize_llm_events
-from bsjax.core import stats
+from bsjax.battleship.harness import summaries
+from bsjax.battleship.harness.summaries import summarize_llm_events
 from bsjax.core.files import read_run_json, read_run_jsonl, run_parts
 
 VIEWS = ("run", "game", "confidence", "llm", "compare")
@@ -33,11 +33,11 @@ def load(run_dir: str) -> dict:
 
 
 def _board_f1(games) -> dict[str, float]:
-    return {b: sum(v) / len(v) for b, v in sorted(stats.f1_by_board(games).items())}
+    return {b: sum(v) / len(v) for b, v in sorted(summaries.f1_by_board(games).items())}
 
 
 def view_run(run: dict) -> dict:
-    summary = stats.summarize(run["games"])
+    summary = summaries.summarize(run["games"])
     summary["per_board_f1"] = _board_f1(run["games"])
     summary["revisions"] = _revisions(run["events"])
     summary["config"] = run["config"]
@@ -132,7 +132,7 @@ def view_llm(run: dict) -> dict:
 
 
 def view_compare(run: dict, other: dict) -> dict:
-    a, b = stats.summarize(run["games"]), stats.summarize(other["games"])
+    a, b = summaries.summarize(run["games"]), summaries.summarize(other["games"])
     fields = ("avg_f1", "avg_shots", "avg_questions", "wins", "win_rate", "llm_calls", "llm_rate")
     deltas = {k: a[k] - b[k] for k in fields}
     f1_a, f1_b = _board_f1(run["games"]), _board_f1(other["games"])

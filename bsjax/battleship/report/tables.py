@@ -12,6 +12,7 @@ import io
 import json
 from pathlib import Path
 
+from bsjax.battleship.harness import summaries
 from bsjax.core import stats
 from bsjax.core.files import read_run_json, read_run_jsonl, run_parts
 
@@ -20,8 +21,8 @@ class ReportError(ValueError):
     """A directory that holds no study or run."""
 
 
-# Published aggregates (paper-protocol §13.1; grand-protocol §7.2): F1, wins, games, questions,
-# LLM rate. Shown beside the measured rows.
+# Published aggregates (docs/battleship/protocol.md §13.1; docs/battleship/grand-protocol.md §7.2):
+# F1, wins, games, questions, LLM rate. Shown beside the measured rows.
 PUBLISHED = {
     "paper": {"B1": (0.522, 27, 54, 0.0, 0.0), "B2": (0.539, 40, 54, 11.9, 0.0),
               "B3": (0.552, 31, 54, 8.0, 0.0), "B4": (0.551, 30, 54, 8.0, 0.0),
@@ -81,7 +82,7 @@ def table(data: dict) -> list[dict]:
     published = PUBLISHED.get(data["protocol"], {}) if data["kind"] == "paper" else {}
     out = []
     for row in data["rows"]:
-        summary = stats.summarize(row["games"]) if row["games"] else None
+        summary = summaries.summarize(row["games"]) if row["games"] else None
         entry = dict.fromkeys(COLUMNS)
         entry.update(id=row["id"], layer=row.get("layer", ""), label=row.get("label", ""),
                      agent=row["config"].get("agent"), status=_status(row))
@@ -104,7 +105,7 @@ def table(data: dict) -> list[dict]:
             if data["protocol"] == "grand" and anchor in by_id and summary is not None \
                     and by_id[anchor]["games"] and anchor != row["id"]:
                 entry[f"h2h_vs_{anchor}"] = stats.head_to_head_win_rate(
-                    stats.f1_by_board(row["games"]), stats.f1_by_board(by_id[anchor]["games"]))
+                    summaries.f1_by_board(row["games"]), summaries.f1_by_board(by_id[anchor]["games"]))
         out.append(entry)
     return out
 
@@ -113,7 +114,7 @@ def h2h_matrix(data: dict) -> tuple[list[str], list[list[float]]]:
     """Pooled head-to-head F1 win rate of every played row over every other (row over column)."""
     played = [row for row in data["rows"] if row["games"]]
     ids = [row["id"] for row in played]
-    f1 = [stats.f1_by_board(row["games"]) for row in played]
+    f1 = [summaries.f1_by_board(row["games"]) for row in played]
     matrix = [[float("nan") if i == j else stats.head_to_head_win_rate(f1[i], f1[j])
                for j in range(len(ids))] for i in range(len(ids))]
     return ids, matrix
@@ -124,7 +125,7 @@ def board_delta_f1(data: dict, on: str = "B4", off: str = "B3") -> dict[str, flo
     rows = {row["id"]: row for row in data["rows"]}
     if on not in rows or off not in rows or not rows[on]["games"] or not rows[off]["games"]:
         return {}
-    f1_on, f1_off = stats.f1_by_board(rows[on]["games"]), stats.f1_by_board(rows[off]["games"])
+    f1_on, f1_off = summaries.f1_by_board(rows[on]["games"]), summaries.f1_by_board(rows[off]["games"])
     return {b: sum(f1_on[b]) / len(f1_on[b]) - sum(f1_off[b]) / len(f1_off[b])
             for b in sorted(set(f1_on) & set(f1_off))}
 
