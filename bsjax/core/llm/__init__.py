@@ -1,1 +1,2 @@
-"""L4 and baselines: LLM backends, prompts, parsing and validation. The ONLY package that talks to an LLM."""
+"""LLM backends and structured calls, shared by both domains: the only package that talks to an
+LLM. What to ask (prompts, schemas, parsers) belongs to each domain's own `llm` package."""
