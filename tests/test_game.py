@@ -15,7 +15,7 @@ from bsjax.battleship.game import bitboard, refrng, rules, suites
 from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.types import ask, shoot
 
-# paper-protocol §4.1 test vectors: int32 states after each step, and outputs.
+# docs/battleship/protocol.md §4.1 test vectors: int32 states after each step, and outputs.
 VECTORS = {
     1: ([270369, 67601921, 1815334946], [0.0000629502, 0.0157397988, 0.4226656039]),
     1001: ([265902391, -1156922808, -1959113015], [0.0619102248, 0.7306329180, 0.5438584557]),
@@ -73,7 +73,7 @@ def test_synthetic_suite_reference_properties():
             else:
                 assert r.max() < 7
     touching = sum(_ships_touch(b.grid) for b in boards)
-    assert touching == 13  # paper-protocol §2.1
+    assert touching == 13  # docs/battleship/protocol.md §2.1
     assert boards[0].rows_text() == ['.2......', '.2......', '.2......', '.2...4..', '.....4..',
                                      '.11111..', '........', '.333....']
 

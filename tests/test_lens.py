@@ -1,4 +1,4 @@
-"""`bsjax lens` on small real runs, through the CLI as a subprocess (paper-protocol §12.2).
+"""`bsjax lens` on small real runs, through the CLI as a subprocess (docs/battleship/protocol.md §12.2).
 
 Three runs are made once per module with `bsjax.battleship.harness.experiment.run`: MRA (symbolic revision),
 MRA-LLM with `--llm none` and τ = 1.0 (every LLM request falls back, and is counted), and greedy

@@ -1,8 +1,8 @@
 """The `sim.next` closed forms, EIG / Bayes-D, and the WMA and Bayes agents' decisions.
 
-References: paper-protocol §7.2-7.5 (shot value, question raw value, bonuses, EIG), §8.2 (WMA
-two-bucket policy); grand-protocol §5.5-5.6 (EIG, Bayes-D). Every reference below is a plain
-numpy / Python loop written from the spec, not from the package.
+References: docs/battleship/protocol.md §7.2–§7.5 (shot value, question raw value, bonuses, EIG),
+§8.2 (WMA two-bucket policy); docs/battleship/grand-protocol.md §5.5–§5.6 (EIG, Bayes-D). Every
+reference below is a plain numpy / Python loop written from those pages, not from the package.
 """
 
 from __future__ import annotations

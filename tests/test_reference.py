@@ -1,5 +1,5 @@
 """Conformance: with the reference's own PRNG streams, bsjax reproduces the paper's main-table
-rows exactly (paper-protocol §13.1): B1 greedy, B2 WMA, B3/B4 MRA revision off/on, B5 MRA-LLM
+rows exactly (docs/battleship/protocol.md §13.1): B1 greedy, B2 WMA, B3/B4 MRA revision off/on, B5 MRA-LLM
 at τ = 0 (which must equal B3 game for game)."""
 
 from __future__ import annotations

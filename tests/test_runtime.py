@@ -1,6 +1,6 @@
 """The reflective runtime: signals, presets, MRA's decide / observe, and the L4 host step.
 
-References: paper-protocol §8.3 (three-bucket policy), §9.1 (per-turn protocol), §9.2 (confidence
+References: docs/battleship/protocol.md §8.3 (three-bucket policy), §9.1 (per-turn protocol), §9.2 (confidence
 and gate), §9.3 (preview values), §9.4 (presets and selection order), §9.5 (applying a revision),
 §9.6 (MRA-LLM), §6.4 (candidate pools), §15 quirks 10-12 and 14. Expected values are computed by
 hand or by small numpy references written from the spec, never from the package.

@@ -30,7 +30,7 @@ SITUATIONS = {
 }
 
 
-# The faithful chain's one-ship move freezes which ship covers a hit (paper-protocol §15.8), so
+# The faithful chain's one-ship move freezes which ship covers a hit (docs/battleship/protocol.md §15.8), so
 # it converges to the exact posterior only while there are no hits.
 CASES = ([("chain", 0.06, s) for s in ("empty", "question")]
          + [("particles", 0.05, s) for s in sorted(SITUATIONS)])

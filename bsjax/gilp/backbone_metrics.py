@@ -1,4 +1,4 @@
-"""Backbone audit metrics on held-out labelled transitions (spec/gilp.md §3.6).
+"""Backbone audit metrics on held-out labelled transitions (docs/gilp/spec.md §3.6).
 
 `backbone_metrics(model, data, decode)` runs the model over a `dataset_format` dataset in fixed
 batches and reduces on the host:

@@ -1,4 +1,4 @@
-"""Backbone checkpoints (spec/gilp.md §3.5): `eqx.tree_serialise_leaves` weights and a JSON
+"""Backbone checkpoints (docs/gilp/spec.md §3.5): `eqx.tree_serialise_leaves` weights and a JSON
 sidecar (architecture, parameter count, sizes, benchmark, seed, epochs, data checksum) that
 loading checks before the weights are read."""
 

@@ -1,4 +1,4 @@
-"""`bsjax gilp ...`: the graph-planning domain's commands (spec/gilp.md §7, §8).
+"""`bsjax gilp ...`: the graph-planning domain's commands (docs/gilp/spec.md §7, §8).
 
 Bad input gives one line on stderr and exit code 2 before anything is written; `--json` prints
 one JSON object as the last stdout line; progress goes to stderr.

@@ -1,4 +1,4 @@
-"""`bsjax gilp calibrate`: fit the behavioural simulator's parameters (spec/gilp.md §5.2).
+"""`bsjax gilp calibrate`: fit the behavioural simulator's parameters (docs/gilp/spec.md §5.2).
 
 Bad input gives one line on stderr and exit code 2 before anything is written; `--json` prints
 one JSON object as the last stdout line; progress goes to stderr.

@@ -1,4 +1,4 @@
-"""`bsjax gilp real`: the real-LLM validation of spec/gilp.md §7 T7 (Agent-Replan vs GILP on 20
+"""`bsjax gilp real`: the real-LLM validation of docs/gilp/spec.md §7 T7 (Agent-Replan vs GILP on 20
 tasks per benchmark with H in [3, 8]) through `bsjax.core.llm` — the embedded local model by default,
 an Ollama server by name. Episodes append to OUT/events.jsonl and a rerun skips the finished ones
 (resume); replies are cached in OUT/calls.jsonl. Writes OUT/table_7.md + .csv and prints a JSON

@@ -1,4 +1,4 @@
-"""Static GILP configuration: codes, vocabularies, sizes and thresholds (spec/gilp.md §2, §8).
+"""Static GILP configuration: codes, vocabularies, sizes and thresholds (docs/gilp/spec.md §2, §8).
 
 Everything here is a Python constant or a frozen, hashable dataclass closed over by `jit`; nothing
 in this module is ever traced.

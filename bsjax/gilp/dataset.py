@@ -1,4 +1,4 @@
-"""Backbone training data (spec/gilp.md §3.5): behaviour-policy trajectories and their labels.
+"""Backbone training data (docs/gilp/spec.md §3.5): behaviour-policy trajectories and their labels.
 
 For every task, `episodes` rollouts with the behaviour policy (w.p. 1 − ε the oracle action, else a
 uniform candidate, valid or not), with sampled stochastic outcomes. Every visited state yields the

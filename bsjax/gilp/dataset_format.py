@@ -1,4 +1,4 @@
-"""The labelled-transition dataset that backbone training and metrics read (spec/gilp.md §3.5).
+"""The labelled-transition dataset that backbone training and metrics read (docs/gilp/spec.md §3.5).
 
 A dataset is a plain `dict[str, np.ndarray]` of stacked samples, S samples of N node slots:
 

@@ -1,5 +1,5 @@
 """The GILP evaluation driver: methods × benchmarks × test splits → event files → tables
-(spec/gilp.md §4.1, §6, §7).
+(docs/gilp/spec.md §4.1, §6, §7).
 
 A run directory holds:
 

@@ -1,4 +1,4 @@
-"""The per-step event record of a GILP episode (`events.jsonl`, spec/gilp.md §6.1): schema,
+"""The per-step event record of a GILP episode (`events.jsonl`, docs/gilp/spec.md §6.1): schema,
 validation, episode grouping and JSON-lines I/O.
 
 One row is one executed step of one episode. Every §6.2 metric is computed from these rows alone

@@ -1,4 +1,4 @@
-"""Backbone inputs (spec/gilp.md §3.1): per-node features, edge types and normalised adjacency.
+"""Backbone inputs (docs/gilp/spec.md §3.1): per-node features, edge types and normalised adjacency.
 
 The 40 per-node channels split into 35 that depend only on the graph and 5 that depend on the
 candidate action. `graph_inputs(g)` computes the graph part once per state, and a backbone adds

@@ -1,4 +1,4 @@
-"""Task generation and splits (spec/gilp.md §2.7): host-side numpy, deterministic per task seed.
+"""Task generation and splits (docs/gilp/spec.md §2.7): host-side numpy, deterministic per task seed.
 
 Each task is drawn for a target horizon: draw a raw task with the benchmark's `sample_task`,
 compute `H = d*(G_0)`, accept when `H == H_target` (up to 500 tries), else keep the draw closest to

@@ -1,4 +1,4 @@
-"""Per-episode PRNG streams of the GILP episode loop (spec/gilp.md §4.1, §8 "Determinism").
+"""Per-episode PRNG streams of the GILP episode loop (docs/gilp/spec.md §4.1, §8 "Determinism").
 
 Every planner derives its keys here, so that all methods share **common random numbers**: the
 environment key of step t of episode (bench, task, seed) is

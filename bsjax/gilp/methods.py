@@ -1,4 +1,4 @@
-"""The GILP method registry (spec/gilp.md §4.8): 13 methods plus the Oracle reference row.
+"""The GILP method registry (docs/gilp/spec.md §4.8): 13 methods plus the Oracle reference row.
 
 Every method is a frozen, hashable `MethodConfig`; planners differ only in configuration, never
 in code paths. The simulator (`bsjax.gilp.sim`), the real-LLM loop and the parametric planners read

@@ -1,4 +1,4 @@
-"""GILP metrics (spec/gilp.md §6.2), computed on the host from event rows alone.
+"""GILP metrics (docs/gilp/spec.md §6.2), computed on the host from event rows alone.
 
 Input is a list of event rows as read from `events.jsonl` (schema: `bsjax.gilp.events`), or the
 same rows already grouped into episodes (`events.group_episodes`). Every metric function takes

@@ -1,4 +1,4 @@
-"""`bsjax gilp paper`: the whole GILP pipeline in one command (spec/gilp.md §7).
+"""`bsjax gilp paper`: the whole GILP pipeline in one command (docs/gilp/spec.md §7).
 
 generate → train backbones → (calibrate) → evaluate every method on the test splits → the
 backbone comparison (Table 4) → the τ_low sweep on val (Table 5b) → tables and figures.

@@ -1,4 +1,4 @@
-"""The paper's published values (spec/gilp.md §1.2) as data, for the "paper" columns of the GILP
+"""The paper's published values (docs/gilp/spec.md §1.2) as data, for the "paper" columns of the GILP
 tables and for calibration residuals.
 
 Each value is a `Paper(value, rev, note)`. `rev=True` marks a value known only from the later

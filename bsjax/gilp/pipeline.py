@@ -1,5 +1,5 @@
 """The GILP work directory: tasks, labelled transitions and trained backbones, each made once and
-reused (spec/gilp.md §2.7, §3.5, §3.6).
+reused (docs/gilp/spec.md §2.7, §3.5, §3.6).
 
 Layout under a work directory `WORK`:
 

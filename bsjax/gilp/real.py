@@ -1,12 +1,13 @@
-"""The real-LLM episode loop of GILP (spec/gilp.md §4.1, §4.2, §4.5–§4.7, §5.1, §6.1, §7 T7).
+"""The real-LLM episode loop of GILP (docs/gilp/spec.md §4.1, §4.2, §4.5–§4.7, §5.1, §6.1, §7 T7).
 
-Host-side, as DESIGN.md's "one turn": per step, the host renders prompts from host copies, calls
-the LLM through `bsjax.gilp.llm.driver`, runs the pure gate functions (`planners.gate`, on the
-host's CPU device; both in `real_phases.decide`), and then makes ONE jitted call that executes
-the chosen action in the true environment, scores the next state's candidates with the backbone (Phase 1,
-`planners.skeleton.score_candidates`) and computes the step's small summaries (supports of every
-call's action on the *true* graph, ρ*, outcome, the observed next graph); ONE `jax.device_get`
-brings those summaries to the host. No `pure_callback`; the LLM is called between jitted steps.
+Host-side, like a Battleship turn (docs/conventions.md §3.1): per step, the host renders prompts
+from host copies, calls the LLM through `bsjax.gilp.llm.driver`, runs the pure gate functions
+(`planners.gate`, on the host's CPU device; both in `real_phases.decide`), and then makes ONE
+jitted call that executes the chosen action in the true environment, scores the next state's
+candidates with the backbone (Phase 1, `planners.skeleton.score_candidates`) and computes the
+step's small summaries (supports of every call's action on the *true* graph, ρ*, outcome, the
+observed next graph); ONE `jax.device_get` brings those summaries to the host. No
+`pure_callback`; the LLM is called between jitted steps.
 
 Methods are configs (`bsjax.gilp.methods`): Agent-Replan (no backbone, agent-only prompt),
 Hybrid-* (skeleton fields, no gates; the draft's consistency is logged passively) and GILP with

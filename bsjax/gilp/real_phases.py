@@ -1,4 +1,4 @@
-"""One step's LLM phases of the real-LLM loop (spec/gilp.md §4.6 phases 2-4), on the host: the
+"""One step's LLM phases of the real-LLM loop (docs/gilp/spec.md §4.6 phases 2-4), on the host: the
 draft (with GILP's re-prompt after an unparseable one), the Jaccard consistency gate and its
 correction call, the risk gate and its escalation call. The gate arithmetic is the pure functions
 of `planners.gate`, run on the host's CPU device; the LLM is called through `GilpDriver`."""

@@ -1,4 +1,4 @@
-"""Backbone training (spec/gilp.md §3.3–§3.5, §8 "Training"): the multi-task loss, ErrorAware's
+"""Backbone training (docs/gilp/spec.md §3.3–§3.5, §8 "Training"): the multi-task loss, ErrorAware's
 extra terms, the jitted step and the epoch scan (checkpoints: `bsjax.gilp.checkpoints`).
 
 Batches are fixed-size (128) with a sample mask, so the step compiles once per (architecture,

@@ -13,7 +13,7 @@ from bsjax.gilp import config
 
 @chex.dataclass(frozen=True)
 class Graph:
-    """One task's state graph `G_t = (V, E, X, Z)` plus the task's static facts (spec §2.1).
+    """One task's state graph `G_t = (V, E, X, Z)` and its static facts (docs/gilp/spec.md §2.1).
 
     Padded nodes have `nmask = False`, status PENDING, no edges and `goal = False`; every function
     is invariant to padding.

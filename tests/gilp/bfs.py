@@ -1,4 +1,4 @@
-"""BFS verifier of the oracle distance (spec/gilp.md §2.6): breadth-first search over modal
+"""BFS verifier of the oracle distance (docs/gilp/spec.md §2.6): breadth-first search over modal
 transitions from a graph, over all candidates. Test-only; meant for instances with N <= 8."""
 
 from __future__ import annotations

@@ -136,7 +136,7 @@ def assert_decodes_branches_and_any_direction(bench: common.Bench, g: Graph, a: 
 def assert_generator_deterministic_and_in_range(bench: common.Bench, val_tasks, ood_tasks,
                                                 index: int) -> None:
     """Task `index` regenerates identically, horizons lie in the split's range with d* = H and
-    the spec's budget, and a generated split's checksum is reproducible."""
+    the budget of docs/gilp/spec.md §2.6, and a generated split's checksum is reproducible."""
     J = jitted(bench)
     again = generate.generate_task(bench.name, "val", index)
     for name in generate.ARRAY_FIELDS:

@@ -1,4 +1,4 @@
-"""Backbone inputs and models (spec/gilp.md §3.1, §3.2, §3.4): feature layout, parameter counts,
+"""Backbone inputs and models (docs/gilp/spec.md §3.1, §3.2, §3.4): feature layout, parameter counts,
 padding / permutation invariance, hidden fields never read, initialisation, compile discipline."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Simulator calibration (spec/gilp.md §5.2 "Calibration procedure", event 6): the token model's
+"""Simulator calibration (docs/gilp/spec.md §5.2 "Calibration procedure", event 6): the token model's
 fit on rendered prompts, a deterministic objective that a fit improves, the residual file, and
 the CLI's bad-input cases."""
 

@@ -1,4 +1,4 @@
-"""Token/cost accounting and the content-hash LLM call cache (spec/gilp.md §5.1, §8)."""
+"""Token/cost accounting and the content-hash LLM call cache (docs/gilp/spec.md §5.1, §8)."""
 
 from __future__ import annotations
 

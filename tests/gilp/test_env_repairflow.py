@@ -1,4 +1,4 @@
-"""RepairFlow rules (spec/gilp.md §2.5): derived statuses, every rule on a hand-built forest
+"""RepairFlow rules (docs/gilp/spec.md §2.5): derived statuses, every rule on a hand-built forest
 (blind repair, latent activation, recovery), d* by hand and against the BFS verifier, d*_obs and
 the observable expectation model, decodability, the generator (§2.7), the oracle, sampled failure
 frequencies, explanations and retracing."""

@@ -1,4 +1,4 @@
-"""ResourceAlloc rules (spec/gilp.md §2.4): every rule on hand-built graphs, q(release), d* by hand
+"""ResourceAlloc rules (docs/gilp/spec.md §2.4): every rule on hand-built graphs, q(release), d* by hand
 and against the BFS verifier, decodability, the generator (§2.7), the oracle, sampled failure
 frequencies, explanations and retracing."""
 

@@ -1,4 +1,4 @@
-"""TaskGraph rules (spec/gilp.md §2.2): every rule row on a hand-built DAG, decodability, d* against
+"""TaskGraph rules (docs/gilp/spec.md §2.2): every rule row on a hand-built DAG, decodability, d* against
 the BFS verifier, the generator (§2.7), padding invariance, the oracle, jit / vmap and retracing."""
 
 from __future__ import annotations

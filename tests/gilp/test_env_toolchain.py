@@ -1,4 +1,4 @@
-"""ToolChain rules (spec/gilp.md §2.3): every rule row on a hand-built data-flow DAG, decodability,
+"""ToolChain rules (docs/gilp/spec.md §2.3): every rule row on a hand-built data-flow DAG, decodability,
 d* against the BFS verifier, the generator (§2.7), padding invariance, the oracle, jit / vmap and
 retracing."""
 

@@ -1,4 +1,4 @@
-"""GILP gate functions (spec/gilp.md §2.6, §4.5–§4.7): Jaccard, bands, ρ_eff, L_t, B_t, Û,
+"""GILP gate functions (docs/gilp/spec.md §2.6, §4.5–§4.7): Jaccard, bands, ρ_eff, L_t, B_t, Û,
 discrepancy lines and the ablation behaviours, on hand-built cases."""
 
 from __future__ import annotations

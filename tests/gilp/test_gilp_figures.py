@@ -1,4 +1,4 @@
-"""GILP figures F1, F2, F4, F5, F6 and tables T4, T7 on hand-built event rows (spec/gilp.md §7)."""
+"""GILP figures F1, F2, F4, F5, F6 and tables T4, T7 on hand-built event rows (docs/gilp/spec.md §7)."""
 
 from __future__ import annotations
 

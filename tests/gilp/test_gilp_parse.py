@@ -1,4 +1,4 @@
-"""The tolerant GILP reply parser (spec/gilp.md §5.1 "Parsing"): malformed replies, fenced blocks,
+"""The tolerant GILP reply parser (docs/gilp/spec.md §5.1 "Parsing"): malformed replies, fenced blocks,
 trailing prose, synonyms, bare indices, out-of-list actions, nested maps, confidence clipping, and
 a fuzz check that it never raises."""
 

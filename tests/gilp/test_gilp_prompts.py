@@ -1,4 +1,4 @@
-"""GILP prompts and serialisation (spec/gilp.md §4.5, §5.1, App. A/B): golden renders of the three
+"""GILP prompts and serialisation (docs/gilp/spec.md §4.5, §5.1, App. A/B): golden renders of the three
 serialisations and of the agent, GILP/Hybrid, correction and risk-gate prompts on a hand-built
 TaskGraph-like and a ResourceAlloc-like graph."""
 

@@ -1,8 +1,8 @@
 """`masked_map` and the masked oracle / J_K equal the plain `vmap` over every candidate slot.
 
 The oracle ranking and `candidate_values` evaluate only the valid candidates (an invalid action
-leaves the graph as it is); these tests pin them to the direct definitions of spec §2.6 on
-states along random walks of every benchmark, bit for bit."""
+leaves the graph as it is); these tests pin them to the direct definitions of
+docs/gilp/spec.md §2.6 on states along random walks of every benchmark, bit for bit."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def test_masked_map_equals_vmap_on_masked_slots(masks, chunk):
 
 
 def _reference_ranking(bench, g, distance):
-    """spec §2.6 as written: every slot through `modal` and `rho_star`."""
+    """docs/gilp/spec.md §2.6 as written: every slot through `modal` and `rho_star`."""
     acts, amask = bench.candidates(g)
     after = jax.vmap(lambda a: distance(common.modal(bench, g, a)))(acts)
     risk = jax.vmap(lambda a: common.rho_star(bench, g, a))(acts)

@@ -1,4 +1,4 @@
-"""GILP metrics, event rows and tables on hand-built event logs (spec/gilp.md §6, §7)."""
+"""GILP metrics, event rows and tables on hand-built event logs (docs/gilp/spec.md §6, §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Parametric world-model planners (spec/gilp.md §4.1, §4.3, §4.4, §8): `imagine` on hand-built
+"""Parametric world-model planners (docs/gilp/spec.md §4.1, §4.3, §4.4, §8): `imagine` on hand-built
 graphs and against the true modal successor, MPC and MCTS with a perfect oracle stand-in backbone,
 the episode runner (compile once, determinism, common random numbers, masking), event rows, and a
 smoke run with an untrained MPNN."""

@@ -1,4 +1,4 @@
-"""Grand et al.'s Bayes-QMD captain with the LLM taken out (grand-protocol §5.4-5.6), ONE game.
+"""Grand et al.'s Bayes-QMD captain without the LLM (docs/battleship/grand-protocol.md §5.4–§5.6), ONE game.
 
 - Bayes-Q: the question is the EIG-best of a candidate pool drawn from the region DSL — the 83
   catalog templates, frontier rings (radius 1, 2) around every hit or frontier cell, and cluster

@@ -1,4 +1,4 @@
-"""The LM-only captain (paper-protocol §10.2): an LLM chooses every action on the host.
+"""The LM-only captain (docs/battleship/protocol.md §10.2): an LLM chooses every action on the host.
 
 Its decisions are made by `bsjax.battleship.llm.lm_only.LMOnlyCaptain`, driven between compiled
 turns by `bsjax.battleship.harness.llm_host.CaptainHost`; the compiled turn only applies them.

@@ -1,4 +1,4 @@
-"""L3: MRA, the three-bucket reflective planner (paper-protocol §8.3, §9), for ONE game.
+"""L3: MRA, the three-bucket reflective planner (docs/battleship/protocol.md §8.3, §9), for ONE game.
 
 `decide` is the policy plus the runtime's decision-time bookkeeping (world summary, preview Δ of
 every preset, the prediction of the chosen action); `observe` runs after the belief has absorbed

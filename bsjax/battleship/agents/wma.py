@@ -1,4 +1,4 @@
-"""L2: the WMA two-bucket planner (paper-protocol §8.2), for ONE game.
+"""L2: the WMA two-bucket planner (docs/battleship/protocol.md §8.2), for ONE game.
 
 Each turn: shoot the most likely frontier cell if any cell next to a hit is unknown; otherwise,
 in the coarse phase (no hits yet, < 6 coarse questions) score every unasked row / column /

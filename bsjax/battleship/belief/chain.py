@@ -1,4 +1,4 @@
-"""The paper-faithful persistent Metropolis chain (paper-protocol §5.1), for ONE game.
+"""The paper-faithful persistent Metropolis chain (docs/battleship/protocol.md §5.1), for ONE game.
 
 One labelled board is moved one ship at a time; after every observation the chain is repaired if
 it contradicts a shot, burned in for `burn_in` steps, and `n_samples` boards are stored, `thin`

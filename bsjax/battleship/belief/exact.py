@@ -1,6 +1,6 @@
 """Exhaustive posterior on small boards: the test oracle for the samplers (host numpy, float64).
 
-The target is the stationary distribution of paper-protocol §5.1:
+The target is the stationary distribution of docs/battleship/protocol.md §5.1:
 
     P(x | obs) ∝ 1[x labelled, non-overlapping]                     (uniform prior)
                · 1[x shot-consistent]

@@ -1,4 +1,4 @@
-"""The reference `generateBoard(seed)` in JAX (paper-protocol §4.2), off-by-one included.
+"""The reference `generateBoard(seed)` in JAX (docs/battleship/protocol.md §4.2), off-by-one included.
 
 Used by the chain for its initial board and its repairs; the host port in `game.suites` generates
 the synthetic suite, and the tests check the two agree.

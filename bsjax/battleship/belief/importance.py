@@ -1,9 +1,9 @@
-"""Likelihood-weighted importance sampler (grand-protocol §5.2, the reference `FastSampler`).
+"""Likelihood-weighted importance sampler as in `FastSampler` (docs/battleship/grand-protocol.md §5.2).
 
 Every update draws a FRESH set of particles (nothing is carried between turns). Each particle is
 built constructively: ships are placed one at a time, most constrained first, each taking a
 uniformly random compatible span drawn with `jax.random.categorical` over masked logits (no
-per-particle rejection loop, jax-conventions §4.1-2). Shots are hard constraints of the proposal;
+per-particle rejection loop, docs/conventions.md §4.1, §4.2). Shots are hard constraints of the proposal;
 answers are soft, as likelihood weights. The proposal is treated as the prior with no importance
 correction (it is NOT uniform over configurations), as in the reference.
 

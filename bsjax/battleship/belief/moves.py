@@ -14,7 +14,7 @@ def move_pool(config: GameConfig, board: jnp.ndarray, ship: jnp.ndarray, obs: Ob
               mask_misses: bool) -> tuple[jnp.ndarray, jnp.ndarray]:
     """The placements ship `ship` of `board` may move to, and their span ids.
 
-    Reference rule (paper-protocol §5.1): no overlap with the other ships; hits this ship covers
+    Reference rule (docs/battleship/protocol.md §5.1): no overlap with the other ships; hits this ship covers
     stay covered; misses it covers must be left; any shot cell it does not cover is judged by the
     other ships alone, so with a shot-consistent board a miss never filters a placement. With
     `mask_misses` (improved mode) placements covering a miss are dropped up front, which leaves the

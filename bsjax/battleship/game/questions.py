@@ -1,6 +1,6 @@
 """The 83-template question catalog and the region DSL, as cell masks and bitboards.
 
-Host side (numpy): the catalog (`CATALOG`, `catalog_cells`, `catalog_bits`, ...; paper-protocol
+Host side (numpy): the catalog (`CATALOG`, `catalog_cells`, `catalog_bits`, ...; docs/battleship/protocol.md
 §6.1); the DSL compiler `compile_spec` lives in `bsjax.battleship.game.region_dsl`. In graph (JAX, one
 game): hit clusters (4-connected components of hit cells, §7.4), the hit frontier, the two
 state-dependent DSL regions (`frontier_ring`, `cluster_neighborhood`) and the `exists_ship`
@@ -223,7 +223,7 @@ def _neighbour_any(mask: jnp.ndarray, rows: int, cols: int) -> jnp.ndarray:
 
 
 def hit_clusters(hit_cells: jnp.ndarray, rows: int, cols: int) -> jnp.ndarray:
-    """Label the 4-connected components of hit cells (paper-protocol §7.4).
+    """Label the 4-connected components of hit cells (docs/battleship/protocol.md §7.4).
 
     Iterated min-label propagation: every hit cell starts with its own index and repeatedly
     takes the minimum over itself and its hit neighbours, until nothing changes (at most C

@@ -1,7 +1,7 @@
 """The reference implementation's int32 xorshift PRNG (`SeededRandom`), on the host and in JAX.
 
 The step is x ^= x << 13; x ^= x >> 17 (arithmetic shift); x ^= x << 5, in int32. It is not
-textbook xorshift32 (which shifts right logically); see paper-protocol §4.1.
+textbook xorshift32 (which shifts right logically); see docs/battleship/protocol.md §4.1.
 """
 
 from __future__ import annotations

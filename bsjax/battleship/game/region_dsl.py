@@ -1,4 +1,4 @@
-"""The region DSL of LLM questions, compiled on the host to a cell mask (paper-protocol §6.3).
+"""The region DSL of LLM questions, compiled on the host to a cell mask (docs/battleship/protocol.md §6.3).
 
 `compile_spec` validates a parsed JSON question spec and turns it into a `[64]` bool region with
 a one-line `ValueError` for anything invalid; the in-graph twins of the two state-dependent kinds
@@ -96,7 +96,7 @@ def _mask(cells: tuple[int, ...]) -> np.ndarray:
 
 
 def compile_spec(spec: dict, hit_cells: np.ndarray, unknown_cells: np.ndarray) -> np.ndarray:
-    """Validate a region-DSL question spec and compile it to a cell mask (paper-protocol §6.3).
+    """Validate a region-DSL question spec and compile it to a cell mask (docs/battleship/protocol.md §6.3).
 
     The form is `{"predicate": "exists_ship", "region": {"kind": ..., ...}}` with kinds
     `row` (`"row": "A"`), `column` (`"column": 1..8`), `quadrant` (`"quadrant": "top-left"`, ...),

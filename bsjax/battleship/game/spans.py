@@ -2,7 +2,7 @@
 
 Spans are grouped by length (ascending); within a length, horizontal spans come first, then
 vertical, each ordered by start row then start column — the reference MCMC enumeration order
-(paper-protocol §5.1), so "the k-th allowed span of length L" is the reference's k-th placement.
+(docs/battleship/protocol.md §5.1), so "the k-th allowed span of length L" is the reference's k-th placement.
 A ship placement is stored as an int32 index into this table, never as a board.
 """
 

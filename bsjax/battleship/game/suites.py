@@ -44,7 +44,7 @@ class Board:
         return tuple(int((self.grid == k + 1).sum()) for k in range(len(self.spans)))
 
 
-# ----- the reference generator and seeds (paper-protocol §4) -----
+# ----- the reference generator and seeds (docs/battleship/protocol.md §4) -----
 
 def generate_reference_board(seed: int, fleet=(5, 4, 3, 2), rows: int = 8,
                              cols: int = 8) -> list[tuple[int, int, bool]]:

@@ -5,6 +5,7 @@ masked. The only place (with `harness.experiment`) that moves data between devic
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
 
@@ -17,6 +18,7 @@ from bsjax.battleship.agents.base import Agent, HostCaptain
 from bsjax.battleship.belief.base import Sampler
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import bitboard, questions, rules
+from bsjax.battleship.harness.play import play_turns, record_buffer, records_by_turn
 from bsjax.battleship.types import Action, GameState, TurnRecord
 
 
@@ -174,11 +176,21 @@ class BatchRunner:
         jit = (jax.jit if self.sharding is None
                else lambda f: jax.jit(f, out_shardings=self.sharding))
         self._init = jit(jax.vmap(player.init_one))
-        self._turn = jit(jax.vmap(player.turn_one))
+        # Turns run in the graph until a game needs the host (`play.play_turns`); the buffer of
+        # records is donated, so each segment writes in place.
+        self._turns = jax.jit(functools.partial(play_turns, player), donate_argnums=(3,),
+                              **self._shardings())
         self._act = jit(jax.vmap(player.act_one))
         self._fold = jit(jax.vmap(jax.random.fold_in, in_axes=(0, None)))
         self.compile_seconds = 0.0
         self._compiled = False
+
+    def _shardings(self) -> dict:
+        """`out_shardings` of `play_turns`: every array games-first, the turn counter replicated."""
+        if self.sharding is None:
+            return {}
+        replicated = NamedSharding(self.sharding.mesh, PartitionSpec())
+        return {"out_shardings": (self.sharding, self.sharding, self.sharding, replicated)}
 
     def _place(self, tree):
         """Put a games-leading pytree on the game mesh (a no-op on one device)."""
@@ -195,7 +207,10 @@ class BatchRunner:
                                                      np.full(keys.shape[0], -1)))
             self._act = self._act.lower(turn_keys, states, carries, actions).compile()
         else:
-            self._turn = self._turn.lower(turn_keys, states, carries).compile()
+            buffer = self._place(record_buffer(self.player, keys, states, carries))
+            real = self._place(jnp.ones(keys.shape[0], bool))
+            self._turns = self._turns.lower(keys, states, carries, buffer, jnp.int32(0),
+                                            real).compile()
         self.compile_seconds = time.perf_counter() - start
         self._compiled = True
 
@@ -216,26 +231,44 @@ class BatchRunner:
         start = time.perf_counter()
         init_keys = self._fold(keys, 1 << 20)
         states, carries = self._init(init_keys, truths, seeds_j)
-        records = []
         llm_calls, fallbacks = np.zeros(n, np.int32), np.zeros(n, np.int32)
         llm_events, llm_seconds = [], 0.0
-        captain = self.captain
-        if captain is not None:
-            captain.start([g.game_seed for g in games])
-        for turn in range(self.player.config.max_turns):
-            if captain is not None:
-                llm_start = time.perf_counter()
-                states, carries, record, events = self._host_turn(
-                    captain, self._fold(keys, turn), states, carries, n)
-                llm_seconds += time.perf_counter() - llm_start
-                for event in events:
-                    llm_calls[event.game] += 1
-                    fallbacks[event.game] += int(not event.ok)
-                llm_events.extend(events)
-            else:
-                states, carries, record = self._turn(self._fold(keys, turn), states, carries)
-            records.append(record)
-            done, requests = jax.device_get((states.done, record.llm_request))
+        if self.captain is not None:
+            states, records = self._play_host_turns(keys, states, carries, n, on_turn, llm_calls,
+                                                    fallbacks, llm_events)
+            llm_seconds = self._captain_seconds
+        else:
+            states, records, llm_seconds = self._play_in_graph(keys, states, carries, n, on_turn,
+                                                               llm_calls, fallbacks, llm_events)
+        host = jax.device_get((states.shots, states.hits, states.questions, states.turn,
+                               states.won, rules.n_ship_cells(self.player.config, states)))
+        stacked = jax.device_get(records)
+        seconds = time.perf_counter() - start
+        shots, hits, questions, turns, won, cells = (np.asarray(x)[:n] for x in host)
+        rec = {name: np.asarray(value)[:, :n] for name, value in stacked._asdict().items()
+               if name != "extras"}
+        rec["extras"] = {name: np.asarray(value)[:, :n] for name, value in stacked.extras.items()}
+        return BatchResult(shots, hits, questions, turns, won, cells, rec, seconds, llm_calls,
+                           fallbacks, llm_events, llm_seconds)
+
+    def _count(self, events, llm_calls, fallbacks, llm_events) -> None:
+        for event in events:
+            llm_calls[event.game] += 1
+            fallbacks[event.game] += int(not event.ok)
+        llm_events.extend(events)
+
+    def _play_in_graph(self, keys, states, carries, n, on_turn, llm_calls, fallbacks, llm_events):
+        """Segments of turns in the graph (`play_turns`), the host answering L4 requests between
+        them. Returns (states, records `[T, G, ...]`, LLM seconds)."""
+        size = keys.shape[0]
+        buffer = self._place(record_buffer(self.player, keys, states, carries))
+        real = self._place(jnp.asarray(np.arange(size) < n))
+        turn, llm_seconds = 0, 0.0
+        while True:
+            states, carries, buffer, turn_out = self._turns(keys, states, carries, buffer,
+                                                            jnp.int32(turn), real)
+            turn = int(turn_out)
+            done, requests = jax.device_get((states.done, buffer.llm_request[:, turn - 1]))
             done, requests = np.asarray(done), np.asarray(requests).copy()
             requests[n:] = False  # padding copies never call the LLM
             if self.reviser is not None and requests.any():
@@ -246,24 +279,29 @@ class BatchRunner:
                     self.player.config.max_questions - np.asarray(asked))
                 carries = self._place(carries)  # the host patch may leave the mesh
                 llm_seconds += time.perf_counter() - llm_start
-                for event in events:
-                    llm_calls[event.game] += 1
-                    fallbacks[event.game] += int(not event.ok)
-                llm_events.extend(events)
+                self._count(events, llm_calls, fallbacks, llm_events)
+            if on_turn is not None:
+                on_turn(turn - 1, int(done[:n].sum()))
+            if done.all() or turn >= self.player.config.max_turns:
+                return states, records_by_turn(buffer, turn), llm_seconds
+
+    def _play_host_turns(self, keys, states, carries, n, on_turn, llm_calls, fallbacks,
+                         llm_events):
+        """Every turn decided on the host (LM-only). Returns (states, records `[T, G, ...]`)."""
+        captain, records, self._captain_seconds = self.captain, [], 0.0
+        for turn in range(self.player.config.max_turns):
+            llm_start = time.perf_counter()
+            states, carries, record, events = self._host_turn(
+                captain, self._fold(keys, turn), states, carries, n)
+            self._captain_seconds += time.perf_counter() - llm_start
+            self._count(events, llm_calls, fallbacks, llm_events)
+            records.append(record)
+            done = np.asarray(jax.device_get(states.done))
             if on_turn is not None:
                 on_turn(turn, int(done[:n].sum()))
             if done.all():
                 break
-        host = jax.device_get((states.shots, states.hits, states.questions, states.turn,
-                               states.won, rules.n_ship_cells(self.player.config, states)))
-        stacked = jax.device_get(jax.tree.map(lambda *xs: jnp.stack(xs), *records))
-        seconds = time.perf_counter() - start
-        shots, hits, questions, turns, won, cells = (np.asarray(x)[:n] for x in host)
-        rec = {name: np.asarray(value)[:, :n] for name, value in stacked._asdict().items()
-               if name != "extras"}
-        rec["extras"] = {name: np.asarray(value)[:, :n] for name, value in stacked.extras.items()}
-        return BatchResult(shots, hits, questions, turns, won, cells, rec, seconds, llm_calls,
-                           fallbacks, llm_events, llm_seconds)
+        return states, jax.tree.map(lambda *xs: jnp.stack(xs), *records)
 
     def _host_actions(self, kinds, cells, templates) -> Action:
         bits = questions.catalog_bits()[np.maximum(templates, 0)]

@@ -82,7 +82,7 @@ def _row(id, label, layer="", needs_llm=False, **overrides) -> Row:
     return Row(id, label, layer, tuple(overrides.items()), needs_llm)
 
 
-# The paper's unified table (paper-protocol §13.1), in its order, plus Grand's LLM-free Bayes
+# The paper's unified table (docs/battleship/protocol.md §13.1), in its order, plus Grand's LLM-free Bayes
 # captain for reference. L4 rows need an LLM backend.
 PAPER_ROWS = (
     _row("B1", "greedy + MCMC (belief only)", "L1", agent="greedy"),

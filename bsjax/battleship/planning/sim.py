@@ -1,4 +1,4 @@
-"""`sim.next` look-ahead as closed forms over the particle set (paper-protocol §7), for ONE game.
+"""`sim.next` look-ahead as closed forms over the particle set (docs/battleship/protocol.md §7), for ONE game.
 
 The reference reads `boardValue = hits / 14` after hypothetical actions; every look-ahead it does
 reduces to the reductions below, so no interpreter is needed. All K candidate questions of a turn

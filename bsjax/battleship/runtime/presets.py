@@ -1,4 +1,4 @@
-"""Revision presets as data (paper-protocol §9.4): a new preset is one entry of a tuple.
+"""Revision presets as data (docs/battleship/protocol.md §9.4): a new preset is one entry of a tuple.
 
 A preset has an eligibility predicate over the record (post-action counters, decision-time
 summary), a candidate rule on its preview Δ, and a patch of the policy. Selection: the first

@@ -1,4 +1,4 @@
-"""The reflective record (paper-protocol §8.3, §9): the state of the L3 runtime for ONE game.
+"""The reflective record (docs/battleship/protocol.md §8.3, §9): the state of the L3 runtime for ONE game.
 
 Everything the reflective layer reads or writes is in this pytree: the current policy (budgets,
 salvage turn, exploit threshold, mode), the bucket counters, the last prediction, the error EMAs,

@@ -1,4 +1,4 @@
-"""Computed signals of the reflective record (paper-protocol §9.2): pure, recomputed on read."""
+"""Computed signals of the reflective record (docs/battleship/protocol.md §9.2): pure, recomputed on read."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Token and cost accounting and a content-hash call cache for the real-LLM path
-(spec/gilp.md §5.1 "Backends", "Token accounting and cost"; §8 "Determinism").
+(docs/gilp/spec.md §5.1 "Backends", "Token accounting and cost"; §8 "Determinism").
 
 - `PRICES`: USD per million tokens (in, out) for the paper's APIs and local models (§1.2 Table 8).
 - `cost_usd(tokens_in, tokens_out, price)`.

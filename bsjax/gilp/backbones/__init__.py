@@ -1,4 +1,4 @@
-"""The six parametric world-model backbones of GILP (spec/gilp.md §3.2, §3.4).
+"""The six parametric world-model backbones of GILP (docs/gilp/spec.md §3.2, §3.4).
 
 Every backbone is an `eqx.Module` called on ONE graph and ONE action:
 `model(graph_inputs(g), action) -> BackboneOut`. Score all candidates of a state with

@@ -1,4 +1,4 @@
-"""Attention backbones (spec/gilp.md §3.4, B4, B5): GPS and ActionNode."""
+"""Attention backbones (docs/gilp/spec.md §3.4, B4, B5): GPS and ActionNode."""
 
 from __future__ import annotations
 

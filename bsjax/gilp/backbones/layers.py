@@ -1,4 +1,4 @@
-"""Shared backbone pieces (spec/gilp.md §3.2, §3.4): dense and norm layers, masked multi-head
+"""Shared backbone pieces (docs/gilp/spec.md §3.2, §3.4): dense and norm layers, masked multi-head
 attention, masked graph pooling and the node and graph heads.
 
 Every layer works on `[..., d]` arrays (no per-row vmap needed) and is initialised with

@@ -1,4 +1,4 @@
-"""Message-passing backbones (spec/gilp.md §3.4, B2, B3, B6): GCN, MPNN and ErrorAware.
+"""Message-passing backbones (docs/gilp/spec.md §3.4, B2, B3, B6): GCN, MPNN and ErrorAware.
 
 All of them: `Linear(40 → 64)` encoder, two message-passing layers, the shared heads. Node states
 of padded nodes are zeroed after every layer and padded nodes never send or receive messages, so

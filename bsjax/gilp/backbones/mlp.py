@@ -1,4 +1,4 @@
-"""The MLP backbone (spec/gilp.md §3.4, B1): no message passing at all."""
+"""The MLP backbone (docs/gilp/spec.md §3.4, B1): no message passing at all."""
 
 from __future__ import annotations
 

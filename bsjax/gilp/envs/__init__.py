@@ -1,1 +1,1 @@
-"""The four graph-planning benchmarks as pure JAX environments (spec/gilp.md §2)."""
+"""The four graph-planning benchmarks as pure JAX environments (docs/gilp/spec.md §2)."""

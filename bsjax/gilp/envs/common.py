@@ -1,6 +1,6 @@
 """What the four benchmarks share: the `Bench` interface, status directions, decode tables, and
 everything derived from a benchmark's rules — modal outcome, support, reward, oracle policy,
-J_K value, risk target and the sampled environment step (spec/gilp.md §2.1, §2.6).
+J_K value, risk target and the sampled environment step (docs/gilp/spec.md §2.1, §2.6).
 
 A benchmark module supplies the rules as pure single-task functions (see `Bench`); the functions
 here are written once on top of them. All of them are pure, jittable and written for ONE task;

@@ -1,4 +1,4 @@
-"""RepairFlow: faults propagate down a forest of components (spec/gilp.md §2.5).
+"""RepairFlow: faults propagate down a forest of components (docs/gilp/spec.md §2.5).
 
 Node attributes: `attr[0] = depth / 6`, `attr[1] = is_leaf`, `attr[2] = q_repair`, the failure
 probability of repairing a diagnosed fault (0.10 ID / 0.15 OOD; bsjax choice: stored on every

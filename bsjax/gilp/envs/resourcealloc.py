@@ -1,4 +1,4 @@
-"""ResourceAlloc: jobs contend for per-resource capacity on a bipartite graph (spec/gilp.md §2.4).
+"""ResourceAlloc: jobs contend for per-resource capacity on a bipartite graph (docs/gilp/spec.md §2.4).
 
 Node attributes:
   resources: `attr[0] = capacity / 3`, `attr[1] = load / 3` (recomputed after every step),

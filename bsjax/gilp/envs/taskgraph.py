@@ -1,4 +1,4 @@
-"""TaskGraph: a DAG of subtasks with `depends_on` edges; execute / skip / retry (spec/gilp.md §2.2).
+"""TaskGraph: a DAG of subtasks with `depends_on` edges; execute / skip / retry (docs/gilp/spec.md §2.2).
 
 Attributes: `attr[:, 0] = duration − 1` (d ∈ {1, 2}), `attr[:, 1] = fragility φ / 2` (φ ∈ {0, 1, 2}).
 Only the argument node ever changes. A duration-2 node takes two executes: PENDING → ACTIVE (never

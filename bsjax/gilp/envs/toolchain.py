@@ -1,4 +1,4 @@
-"""ToolChain: a data-flow DAG of API calls; call / verify / rollback (spec/gilp.md §2.3).
+"""ToolChain: a data-flow DAG of API calls; call / verify / rollback (docs/gilp/spec.md §2.3).
 
 Attributes: `attr[:, 0] = flakiness φ / 2`, `attr[:, 1:7]` = one-hot tool category (search, fetch,
 parse, compute, write, notify). Edges u → v of types 1–4 (payload json / table / text / blob) mean

@@ -1,4 +1,4 @@
-"""The real-LLM driver of GILP (spec/gilp.md §5, §5.1): `draft`, `reparse`, `revise` and
+"""The real-LLM driver of GILP (docs/gilp/spec.md §5, §5.1): `draft`, `reparse`, `revise` and
 `escalate` build the prompts of `gilp_prompts`, call a backend through the shared structured-output
 path (`structured.LLMClient`: the per-call format and the content-hash `CallCache`), and parse the
 reply with `gilp_parse`.

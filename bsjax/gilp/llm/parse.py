@@ -1,4 +1,4 @@
-"""The tolerant parser of GILP replies (spec/gilp.md §5.1 "Parsing").
+"""The tolerant parser of GILP replies (docs/gilp/spec.md §5.1 "Parsing").
 
 `parse_reply(text, candidates, status)` never raises. It finds a JSON object (whole reply, first
 fenced block, or first `{` to last `}`), reads `selected_action` as an action string or a bare

@@ -1,4 +1,4 @@
-"""GILP prompts for the real-LLM path (spec/gilp.md §4.5, §5.1, App. A): system prompt, the
+"""GILP prompts for the real-LLM path (docs/gilp/spec.md §4.5, §5.1, App. A): system prompt, the
 agent-only and GILP/Hybrid user prompts, the skeleton block, the correction, re-parse and risk-gate
 prompts, and the response format (text and JSON Schema).
 

@@ -1,4 +1,4 @@
-"""Host-side serialisation of a GILP state graph for prompts (spec/gilp.md §5.1, App. B).
+"""Host-side serialisation of a GILP state graph for prompts (docs/gilp/spec.md §5.1, App. B).
 
 Three formats: the JSON table (default), a Markdown checklist and a nested adjacency tree. A graph
 is a dict of numpy arrays (`status, ntype, goal, attr, etype, nmask`; see

@@ -1,1 +1,1 @@
-"""GILP planners: the parametric planners, the skeleton and the pure gate functions (spec/gilp.md §4)."""
+"""GILP planners: the parametric planners, the skeleton and the pure gate functions (docs/gilp/spec.md §4)."""

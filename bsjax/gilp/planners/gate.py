@@ -1,4 +1,4 @@
-"""GILP's pure gate functions (spec/gilp.md §2.6, §4.5–§4.7).
+"""GILP's pure gate functions (docs/gilp/spec.md §2.6, §4.5–§4.7).
 
 Phase 1 picks the skeleton rows `B_t` and the affected entities `Û`; Phase 3 compares change-sets
 with a Jaccard index and sorts it into three bands; Phase 4 builds the low-risk subset `L_t`. The

@@ -1,5 +1,5 @@
 """The backbone on a graph's candidate actions and the imagined successors it predicts
-(spec/gilp.md §4.3), shared by the parametric planners, the GILP skeleton and the agent sim.
+(docs/gilp/spec.md §4.3), shared by the parametric planners, the GILP skeleton and the agent sim.
 
 **imagine** (spec §4.3): the backbone's predicted successor. Statuses come from the argmax delta
 decoded by the benchmark's `decode` tables; the state is kept unchanged when the backbone predicts

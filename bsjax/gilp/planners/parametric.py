@@ -1,4 +1,4 @@
-"""The parametric world-model planners (spec/gilp.md §4.3, §4.4): Parametric-WM-MPC and
+"""The parametric world-model planners (docs/gilp/spec.md §4.3, §4.4): Parametric-WM-MPC and
 Parametric-WM-MCTS (`mctx.muzero_policy`), planning on the backbone's imagined successors
 (`planners.imagination`).
 

@@ -1,4 +1,4 @@
-"""Episodes of the parametric planners in the true environment (spec/gilp.md §4.1, §6.1, §8) and
+"""Episodes of the parametric planners in the true environment (docs/gilp/spec.md §4.1, §6.1, §8) and
 their conversion to event rows.
 
 `run_parametric` runs every (task, seed) episode of Parametric-WM-MPC or Parametric-WM-MCTS:

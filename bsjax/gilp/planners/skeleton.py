@@ -1,4 +1,4 @@
-"""GILP Phase 1 (spec/gilp.md §4.5, §4.6 step 1): score every candidate with the backbone and pick
+"""GILP Phase 1 (docs/gilp/spec.md §4.5, §4.6 step 1): score every candidate with the backbone and pick
 the skeleton rows `B_t`.
 
 `score_candidates(model, bench, g_obs)` makes ONE vmapped backbone call over the `A_MAX`

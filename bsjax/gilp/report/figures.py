@@ -1,4 +1,4 @@
-"""GILP figures F1, F2, F4, F5, F6 (spec/gilp.md §7) as PNGs (matplotlib, Agg backend).
+"""GILP figures F1, F2, F4, F5, F6 (docs/gilp/spec.md §7) as PNGs (matplotlib, Agg backend).
 
 Inputs are the pooled metrics of `bsjax.gilp.metrics.summarise` ({method: summarise_method(...)}),
 a run's whole `summary.json` dict (its "pooled" part is used) or a run directory holding one.

@@ -1,4 +1,4 @@
-"""GILP tables T1, T2, T3, T5 (+ T5b) and T6 (spec/gilp.md §7), built from summarised metrics
+"""GILP tables T1, T2, T3, T5 (+ T5b) and T6 (docs/gilp/spec.md §7), built from summarised metrics
 (`bsjax.gilp.metrics.summarise`: {method: metrics}), T4 from a backbone table and T7 from a
 real-LLM run (`real_by_benchmark`), written as `table_N.md` + `table_N.csv`.
 
@@ -27,7 +27,7 @@ def _paper(table: dict, method: str, key: str):
     return paper_numbers.lookup(table, method, key)
 
 
-_PAPER_NOTE = "Measured on the sim driver with the MPNN backbone; `paper` columns: spec §1.2."
+_PAPER_NOTE = "Measured on the sim driver with the MPNN backbone; `paper` columns: docs/gilp/spec.md §1.2."
 
 
 def table1(summary: dict, methods=None) -> Table:
@@ -85,7 +85,7 @@ def table2(summary: dict, methods=T2_METHODS) -> Table:
 
 def table3(summary: dict, methods=None, wall: dict | None = None) -> Table:
     """T3 cost: every LLM method and the parametric rows. `wall` optionally gives seconds per
-    task by method (device time for the simulator), overriding the rows' `wall_s` sums."""
+    task by method (the simulator's compute time per task), overriding the rows' `wall_s` sums."""
     cols = [Column("method", "method", "str"), Column("tok_task", "Tok/Task", "tok"),
             Column("tok_succ", "Tok/Succ", "tok"), Column("paper_tok_succ", "paper", "paper_tok"),
             Column("calls_step", "calls/step", "f2"), Column("paper_calls_step", "paper", "paper_f2"),
@@ -222,7 +222,7 @@ def table4(backbones: dict) -> Table:
                     row[f"paper_{key}"] = _paper(paper_numbers.TABLE4, name, key)
             rows.append(row)
     notes = ["Standalone SR: Parametric-WM-MPC with that backbone; hybrid SR / HSR: Hybrid-Full "
-             "with that backbone as the skeleton provider (bsjax reading, spec §5.5). Paper "
+             "with that backbone as the skeleton provider (bsjax reading of the paper's §5.5). Paper "
              "TransAcc is printed beside TransAcc ID. The paper gives no values for GCN, "
              "ActionNode or ErrorAware. —: not measured."]
     return Table("table_4", "Table 4 — backbones", cols, rows, notes)

@@ -1,4 +1,4 @@
-"""The behavioural LLM simulator of GILP (spec/gilp.md §5.2): parameters, the pure `sim_step`,
+"""The behavioural LLM simulator of GILP (docs/gilp/spec.md §5.2): parameters, the pure `sim_step`,
 and the batched episode runner."""
 
 from bsjax.gilp.sim.agent import SimState, StepKeys, StepRecord, init_state, sim_step

@@ -1,4 +1,4 @@
-"""The behavioural LLM simulator's state and step (spec/gilp.md §5.2, §4.6, §6.1, §8).
+"""The behavioural LLM simulator's state and step (docs/gilp/spec.md §5.2, §4.6, §6.1, §8).
 
 `sim_step(keys, state, method, params, model, bench, cfg) -> (state, StepRecord)` is one pure
 step of one episode: agent-side events 1-4 (parse, choice, imagined delta, Phases 3-4 for GILP

@@ -1,4 +1,4 @@
-"""Calibration of the behavioural LLM simulator (spec/gilp.md §5.2 "Calibration procedure",
+"""Calibration of the behavioural LLM simulator (docs/gilp/spec.md §5.2 "Calibration procedure",
 "Acceptance bands"; `bsjax gilp calibrate`). Refitting to a local model: `sim.calibrate_real`.
 
 - Token model: least squares on prompts rendered with the real templates (`token_model`).
@@ -101,9 +101,9 @@ BUDGETS = {
     # per benchmark, stage 2 evaluated at its start point only.
     "standard": CalibrationBudget("standard", tasks=24, seeds=2, sobol1=24, nm1=60, sobol2=0,
                                   nm2=0, ood_tasks=8),
-    # What one GPU fits in about twenty minutes (two sittings; the journal resumes): the whole
-    # val split with two seeds, 128 Sobol points + 100 Nelder-Mead steps for stage 1, a smaller
-    # search for the five-method stage 2.
+    # What one GPU fits in about twenty minutes (an interrupted run resumes from its journal):
+    # the whole val split with two seeds, 128 Sobol points + 100 Nelder-Mead steps for stage 1,
+    # a smaller search for the five-method stage 2.
     "gpu": CalibrationBudget("gpu", tasks=100, seeds=2, sobol1=128, nm1=100, sobol2=8, nm2=16,
                              ood_tasks=40, batch=32),
     "paper": CalibrationBudget("paper", tasks=100, seeds=8, sobol1=256, nm1=200, sobol2=64,

@@ -1,4 +1,4 @@
-"""Refitting the behavioural simulator to a local model (spec/gilp.md §5.2 "Refitting to a local
+"""Refitting the behavioural simulator to a local model (docs/gilp/spec.md §5.2 "Refitting to a local
 model"; `bsjax gilp calibrate --from-real RUN`): stage 1 fitted to the Agent-Replan episodes of a
 real-LLM run, on the tasks they ran on, every other parameter kept from a base set."""
 

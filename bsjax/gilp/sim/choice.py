@@ -1,4 +1,4 @@
-"""The simulated agent's action choice and imagined delta (spec/gilp.md §5.2 events 2-3).
+"""The simulated agent's action choice and imagined delta (docs/gilp/spec.md §5.2 events 2-3).
 
 Everything here is agent-side: it reads only the agent's *view*, `observe(G̃)` (the true graph
 with `status ← belief` and `hidden` zeroed), and the Phase-1 outputs, which the backbone computed

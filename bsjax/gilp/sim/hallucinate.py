@@ -1,4 +1,4 @@
-"""Hallucination events of the simulated agent (spec/gilp.md §5.2 event 3.3).
+"""Hallucination events of the simulated agent (docs/gilp/spec.md §5.2 event 3.3).
 
 An imagined delta is a claim vector `claim [N] int8`: the status the agent claims for each node
 after the action, or -1 for no claim (one atom per claimed node). A hallucination event adds

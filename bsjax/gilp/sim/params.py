@@ -1,4 +1,4 @@
-"""Parameters of the behavioural LLM simulator (spec/gilp.md §5.2 parameter table).
+"""Parameters of the behavioural LLM simulator (docs/gilp/spec.md §5.2 parameter table).
 
 `SimParams` is a frozen chex dataclass, so it is a pytree: it is passed to the jitted episode
 function as an argument (calibration changes values without recompiling, and parameter sets can

@@ -1,4 +1,4 @@
-"""The calibration's outputs (spec/gilp.md §5.2): `gilp_sim_params.json` with its residual rows
+"""The calibration's outputs (docs/gilp/spec.md §5.2): `gilp_sim_params.json` with its residual rows
 and meta, and the `CALIBRATION_RESIDUALS.md` table (the paper's file name, App. G)."""
 
 from __future__ import annotations

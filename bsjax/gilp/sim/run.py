@@ -1,4 +1,4 @@
-"""Run simulated methods over tasks × seeds (spec/gilp.md §4.1, §8); `records_to_events`
+"""Run simulated methods over tasks × seeds (docs/gilp/spec.md §4.1, §8); `records_to_events`
 (`sim.run_events`, re-exported here) turns a run into event rows (§6.1).
 
 One jitted function covers a chunk of episodes: a `lax.scan` over B_MAX steps of `sim_step`

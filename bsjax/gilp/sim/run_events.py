@@ -1,4 +1,4 @@
-"""A simulated run's records (`SimRun`) and their event rows (spec/gilp.md §6.1, the
+"""A simulated run's records (`SimRun`) and their event rows (docs/gilp/spec.md §6.1, the
 `bsjax.gilp.events` schema)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The calibration's search (spec/gilp.md §5.2): one stage's parameters minimised inside their
+"""The calibration's search (docs/gilp/spec.md §5.2): one stage's parameters minimised inside their
 boxes — the start point, a scrambled-Sobol sweep, then Nelder–Mead in logit coordinates — with a
 journal that replays the evaluations of an interrupted run. The objective is any
 `params -> (value, residual rows, summaries)` (with `many(sets)` for batched simulation)."""

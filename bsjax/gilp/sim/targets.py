@@ -1,4 +1,4 @@
-"""Calibration targets, residual rows and acceptance bands of the simulator (spec/gilp.md §5.2
+"""Calibration targets, residual rows and acceptance bands of the simulator (docs/gilp/spec.md §5.2
 "Calibration procedure", "Acceptance bands"; values from `bsjax.gilp.paper_numbers`).
 
 A `Target` names a metric of `bsjax.gilp.metrics.summarise_method` for one method. Metric names

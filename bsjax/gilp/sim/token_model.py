@@ -1,5 +1,5 @@
 """The simulator's input-token model, fitted on prompts rendered with the real templates
-(spec/gilp.md §5.2 event 6).
+(docs/gilp/spec.md §5.2 event 6).
 
 `T_in = a0[call_type] + a_N·N_real + a_A·|A_t| + a_B·|B_t|·[skeleton] + a_W·history_lines`
 
