@@ -138,6 +138,7 @@ class BatchResult:
     fallbacks: np.ndarray = None      # `[G]` of which fell back to the symbolic preset
     llm_events: list = dataclasses.field(default_factory=list)
     llm_seconds: float = 0.0
+    dispatches: int = 0               # compiled calls of the turn loop (1 for an LLM-free batch)
 
 
 def game_sharding(devices: int | None = None) -> NamedSharding | None:
@@ -236,10 +237,11 @@ class BatchRunner:
         if self.captain is not None:
             states, records = self._play_host_turns(keys, states, carries, n, on_turn, llm_calls,
                                                     fallbacks, llm_events)
-            llm_seconds = self._captain_seconds
+            llm_seconds, dispatches = self._captain_seconds, 0
         else:
             states, records, llm_seconds = self._play_in_graph(keys, states, carries, n, on_turn,
                                                                llm_calls, fallbacks, llm_events)
+        dispatches = self._dispatches
         host = jax.device_get((states.shots, states.hits, states.questions, states.turn,
                                states.won, rules.n_ship_cells(self.player.config, states)))
         stacked = jax.device_get(records)
@@ -249,7 +251,7 @@ class BatchRunner:
                if name != "extras"}
         rec["extras"] = {name: np.asarray(value)[:, :n] for name, value in stacked.extras.items()}
         return BatchResult(shots, hits, questions, turns, won, cells, rec, seconds, llm_calls,
-                           fallbacks, llm_events, llm_seconds)
+                           fallbacks, llm_events, llm_seconds, dispatches)
 
     def _count(self, events, llm_calls, fallbacks, llm_events) -> None:
         for event in events:
@@ -263,10 +265,11 @@ class BatchRunner:
         size = keys.shape[0]
         buffer = self._place(record_buffer(self.player, keys, states, carries))
         real = self._place(jnp.asarray(np.arange(size) < n))
-        turn, llm_seconds = 0, 0.0
+        turn, llm_seconds, self._dispatches = 0, 0.0, 0
         while True:
             states, carries, buffer, turn_out = self._turns(keys, states, carries, buffer,
                                                             jnp.int32(turn), real)
+            self._dispatches += 1
             turn = int(turn_out)
             done, requests = jax.device_get((states.done, buffer.llm_request[:, turn - 1]))
             done, requests = np.asarray(done), np.asarray(requests).copy()

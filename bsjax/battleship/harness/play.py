@@ -1,0 +1,99 @@
+"""A batch of games played inside the graph: one `lax.while_loop` over turns.
+
+The loop stops when every game is done or when a game asks the host for something (an L4
+revision request): an agent that never needs the host plays its whole batch in one dispatch, an
+L4 agent returns to the host only on the turns where its gate opened. Turn records are written
+into a preallocated buffer, games first (`[G, T, ...]`), so one sharding over games serves every
+array of the loop.
+
+`play` is the pure entry point for a notebook or a user's own code: a batch in memory, no run
+directory. `harness.loop.BatchRunner` builds runs, resume and sharding on `play_turns`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from bsjax.battleship.types import GameState, TurnRecord
+
+
+def turn_keys(keys: jax.Array, turn: jax.Array) -> jax.Array:
+    """`[G]` keys of one turn: the game's base key folded with the turn index."""
+    return jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, turn)
+
+
+def record_buffer(player, keys: jax.Array, states: GameState, carries) -> TurnRecord:
+    """Zeros shaped like the records of a whole game: each leaf `[G, T, ...]`."""
+    turn_fn = jax.vmap(player.turn_one)
+    shapes = jax.eval_shape(turn_fn, keys, states, carries)[2]
+    turns = player.config.max_turns
+    return jax.tree.map(lambda s: jnp.zeros((s.shape[0], turns, *s.shape[1:]), s.dtype), shapes)
+
+
+def play_turns(player, keys: jax.Array, states: GameState, carries, buffer: TurnRecord,
+               turn: jax.Array, real: jax.Array, stop_on_request: bool = True):
+    """Play turns from `turn` until every game is done, the turn limit, or (with
+    `stop_on_request`) a turn on which a real game raised `llm_request`.
+
+    Args:
+      keys: `[G]` per-game base keys (turn t uses `fold_in(key, t)`, as one turn at a time does).
+      states, carries: the games' `GameState` and (belief, agent state), each leaf `[G, ...]`.
+      buffer: the records so far, each leaf `[G, T, ...]`; turn t is written at `[:, t]`.
+      turn: `[]` int32 the next turn to play.
+      real: `[G]` bool false for padding copies, whose requests never stop the loop.
+
+    Returns:
+      (states, carries, buffer, turn): turn is one past the last turn played.
+    """
+    turn_fn = jax.vmap(player.turn_one)
+    max_turns = player.config.max_turns
+
+    def cond(carry):
+        states, _, _, turn, asked = carry
+        return (turn < max_turns) & ~jnp.all(states.done) & ~asked
+
+    def body(carry):
+        states, carries, buffer, turn, _ = carry
+        states, carries, record = turn_fn(turn_keys(keys, turn), states, carries)
+        buffer = jax.tree.map(lambda b, r: b.at[:, turn].set(r), buffer, record)
+        asked = jnp.any(record.llm_request & real) if stop_on_request else jnp.bool_(False)
+        return states, carries, buffer, turn + 1, asked
+
+    start = (states, carries, buffer, jnp.asarray(turn, jnp.int32), jnp.bool_(False))
+    states, carries, buffer, turn, _ = jax.lax.while_loop(cond, body, start)
+    return states, carries, buffer, turn
+
+
+def records_by_turn(buffer: TurnRecord, turns_played: int) -> TurnRecord:
+    """The played turns of a games-first buffer as `[T, G, ...]` (host or device arrays)."""
+    return jax.tree.map(lambda b: jnp.swapaxes(b[:, :turns_played], 0, 1), buffer)
+
+
+def play(key: jax.Array, player, truths: jax.Array, game_seeds: jax.Array
+         ) -> tuple[GameState, TurnRecord]:
+    """Play a batch of games to the end, in memory.
+
+    Args:
+      key: `[G]` per-game base keys (`harness.loop.game_keys` gives the keys a run uses, so the
+        games equal those of `bsjax play` with the same run seed).
+      player: a `harness.loop.Player` whose agent never needs the host (not MRA-LLM, not
+        LM-only: those need an LLM between turns; use `bsjax.run`).
+      truths: `[G, S]` int32 span ids of the hidden ships.
+      game_seeds: `[G]` int32 board seeds.
+
+    Returns:
+      (final states, records): each record leaf `[T, G, ...]` for the T turns played.
+    """
+    if player.agent.host_decides or player.agent.llm:
+        raise ValueError(f"agent {player.agent.name!r} asks the host between turns; play it with "
+                         "bsjax.run (it answers the LLM calls)")
+    states, carries = jax.vmap(player.init_one)(turn_keys(key, 1 << 20), truths, game_seeds)
+    buffer = record_buffer(player, key, states, carries)
+    real = jnp.ones(truths.shape[0], bool)
+    states, _, buffer, turn = play_turns(player, key, states, carries, buffer, 0, real,
+                                         stop_on_request=False)
+    return states, records_by_turn(buffer, int(turn))
+
+
+__all__ = ["play", "play_turns", "record_buffer", "records_by_turn", "turn_keys"]

@@ -1,0 +1,60 @@
+"""The turn loop in the graph: `play` in memory equals the harness's batches, an LLM-free batch is
+one dispatch, an L4 batch returns to the host only on the turns where a gate opened.
+
+(B1–B5 exact with the reference streams through the same loop: tests/test_reference.py.)
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bsjax.battleship.harness import experiment, llm_setup
+from bsjax.battleship.harness.experiment import RunConfig, game_list
+from bsjax.battleship.harness.loop import BatchRunner, game_keys
+from bsjax.battleship.harness.play import play
+
+
+def _setup(**overrides):
+    cfg = RunConfig(boards="B01,B02", seeds=2, particles=64, **overrides)
+    game_config, boards = experiment.validate(cfg)
+    return cfg, experiment.make_player(cfg, game_config), game_list(boards, cfg.seeds)
+
+
+@pytest.mark.parametrize("agent", ["greedy", "wma"])
+def test_play_in_memory_equals_the_harness_batch(agent):
+    cfg, player, games = _setup(agent=agent)
+    result = BatchRunner(player, len(games)).play(games, cfg.run_seed)
+    assert result.dispatches == 1  # no host round trip until every game is done
+
+    seeds = np.asarray([g.game_seed for g in games], np.int64)
+    keys = game_keys(cfg.run_seed, seeds, np.asarray([g.seed_index for g in games]))
+    truths = jnp.asarray([g.spans for g in games], jnp.int32)
+    states, records = play(keys, player, truths, jnp.asarray(seeds.astype(np.int32)))
+    states, records = jax.device_get((states, records))
+    np.testing.assert_array_equal(states.shots, result.shots)
+    np.testing.assert_array_equal(states.won, result.won)
+    np.testing.assert_array_equal(states.turn, result.turns)
+    for name in ("active", "kind", "cell", "question_id", "outcome", "hit_probability"):
+        np.testing.assert_array_equal(getattr(records, name), result.records[name], err_msg=name)
+    assert records.kind.shape == (int(result.turns.max()), len(games))
+
+
+def test_an_l4_batch_returns_to_the_host_only_when_a_gate_opens():
+    cfg, player, games = _setup(agent="mra-llm", tau=1.0, llm="uniform")
+    reviser, _ = llm_setup.make_llm_hosts(cfg, player)
+    result = BatchRunner(player, len(games), reviser).play(games, cfg.run_seed)
+    request_turns = int(result.records["llm_request"].any(axis=1).sum())
+    assert request_turns > 0 and len(result.llm_events) >= request_turns
+    # Each dispatch but the last ends on a turn with a request; the last ends with every game
+    # done (on a request turn too, when the last request came on the final turn).
+    assert result.dispatches - 1 <= request_turns <= result.dispatches
+
+
+def test_play_refuses_agents_that_need_the_host():
+    cfg, player, games = _setup(agent="mra-llm", tau=1.0, llm="uniform")
+    keys = game_keys(0, np.zeros(1, np.int64), np.zeros(1, np.int64))
+    with pytest.raises(ValueError, match="asks the host"):
+        play(keys, player, jnp.asarray([games[0].spans], jnp.int32), jnp.zeros(1, jnp.int32))
