@@ -235,13 +235,13 @@ class BatchRunner:
         llm_calls, fallbacks = np.zeros(n, np.int32), np.zeros(n, np.int32)
         llm_events, llm_seconds = [], 0.0
         if self.captain is not None:
+            self.captain.start([g.game_seed for g in games])
             states, records = self._play_host_turns(keys, states, carries, n, on_turn, llm_calls,
                                                     fallbacks, llm_events)
             llm_seconds, dispatches = self._captain_seconds, 0
         else:
-            states, records, llm_seconds = self._play_in_graph(keys, states, carries, n, on_turn,
-                                                               llm_calls, fallbacks, llm_events)
-        dispatches = self._dispatches
+            states, records, llm_seconds, dispatches = self._play_in_graph(
+                keys, states, carries, n, on_turn, llm_calls, fallbacks, llm_events)
         host = jax.device_get((states.shots, states.hits, states.questions, states.turn,
                                states.won, rules.n_ship_cells(self.player.config, states)))
         stacked = jax.device_get(records)
@@ -261,15 +261,15 @@ class BatchRunner:
 
     def _play_in_graph(self, keys, states, carries, n, on_turn, llm_calls, fallbacks, llm_events):
         """Segments of turns in the graph (`play_turns`), the host answering L4 requests between
-        them. Returns (states, records `[T, G, ...]`, LLM seconds)."""
+        them. Returns (states, records `[T, G, ...]`, LLM seconds, dispatches of the loop)."""
         size = keys.shape[0]
         buffer = self._place(record_buffer(self.player, keys, states, carries))
         real = self._place(jnp.asarray(np.arange(size) < n))
-        turn, llm_seconds, self._dispatches = 0, 0.0, 0
+        turn, llm_seconds, dispatches = 0, 0.0, 0
         while True:
             states, carries, buffer, turn_out = self._turns(keys, states, carries, buffer,
                                                             jnp.int32(turn), real)
-            self._dispatches += 1
+            dispatches += 1
             turn = int(turn_out)
             done, requests = jax.device_get((states.done, buffer.llm_request[:, turn - 1]))
             done, requests = np.asarray(done), np.asarray(requests).copy()
@@ -286,7 +286,7 @@ class BatchRunner:
             if on_turn is not None:
                 on_turn(turn - 1, int(done[:n].sum()))
             if done.all() or turn >= self.player.config.max_turns:
-                return states, records_by_turn(buffer, turn), llm_seconds
+                return states, records_by_turn(buffer, turn), llm_seconds, dispatches
 
     def _play_host_turns(self, keys, states, carries, n, on_turn, llm_calls, fallbacks,
                          llm_events):
