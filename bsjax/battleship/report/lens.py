@@ -19,6 +19,11 @@ VIEWS = ("run", "game", "confidence", "llm", "compare")
 KIND_NAMES = ("coarse_roi_collapse", "late_diffuse_reprobe", "cluster_closeout_bias")
 
 
+def kind_name(kind: int) -> str:
+    """A revision kind's preset name; `preset-K` for a preset beyond the paper's three."""
+    return KIND_NAMES[kind] if 0 <= kind < len(KIND_NAMES) else f"preset-{kind}"
+
+
 class LensError(ValueError):
     """A run directory or selection that cannot be read."""
 
@@ -110,7 +115,7 @@ def view_confidence(run: dict, game: str | None) -> dict:
         if e.get("llm") and e["turn"] in llm:   # the revision the host applied after the turn
             answer = llm[e["turn"]]
             item["llm_revision"] = answer["detail"] if answer["ok"] else "fallback: " + (
-                KIND_NAMES[e["next_kind"]] if e.get("next_kind", -1) >= 0 else "?")
+                kind_name(e["next_kind"]) if e.get("next_kind", -1) >= 0 else "?")
         trace.append(item)
     return {"game": out["game"], "trace": trace}
 
@@ -171,7 +176,7 @@ def render(view: str, data: dict) -> str:
                      "EMAs (pred, cal) confidence streak | preview Δ | revision")
         for t in data["trace"]:
             deltas = " ".join(f"{v:+.3f}" for k, v in sorted(t.items()) if k.startswith("delta_"))
-            rev = KIND_NAMES[t["revision"]] if t["revision"] is not None and t["revision"] >= 0 \
+            rev = kind_name(t["revision"]) if t["revision"] is not None and t["revision"] >= 0 \
                 else t.get("llm_revision", "LLM asked") if t["llm"] else "-"
             lines.append(
                 f"  t{t['turn']:2d} {t['kind']:8s} {int(t['outcome'])} | {t['pred_hit_prob']:.3f} "
