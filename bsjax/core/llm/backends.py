@@ -79,8 +79,23 @@ def check_model(model: str) -> str:
     return text
 
 
+class Backend:
+    """What every backend shares: `chat` is the text of a `complete` call with the defaults."""
+
+    def chat(self, system: str, user: str) -> str:
+        return self.complete(system, user).content
+
+
+class ModelBackend(Backend):
+    """A backend of a real model: with no per-call format it sends the configured `schema`,
+    else JSON mode (`json_mode`), else nothing."""
+
+    def default_format(self) -> dict | str:
+        return self.schema if self.schema is not None else "json" if self.json_mode else ""
+
+
 @dataclasses.dataclass
-class OllamaBackend:
+class OllamaBackend(ModelBackend):
     """The Ollama chat API through the official client."""
 
     host: str = DEFAULT_OLLAMA_HOST
@@ -100,12 +115,6 @@ class OllamaBackend:
             self._client = ollama.Client(host=self.host, timeout=self.timeout)
         except Exception as err:  # noqa: BLE001 — the client rejects some hosts itself
             raise LLMError(f"bad Ollama host {self.host!r}: {err}") from None
-
-    def default_format(self) -> dict | str:
-        return self.schema if self.schema is not None else "json" if self.json_mode else ""
-
-    def chat(self, system: str, user: str) -> str:
-        return self.complete(system, user).content
 
     def complete(self, system: str, user: str, options: dict | None = None,
                  format: dict | str | None = None) -> Completion:
@@ -152,7 +161,7 @@ def local_model_path() -> Path:
 
 
 @dataclasses.dataclass
-class LocalBackend:
+class LocalBackend(ModelBackend):
     """llama.cpp in-process: `workers` contexts of one model, each answering one call at a time.
 
     Scheduling (measured by `benchmarks/llm_latency.py`): the `n_threads` threads are shared among
@@ -201,12 +210,6 @@ class LocalBackend:
     def parallel(self) -> int:
         return len(self._models)
 
-    def default_format(self) -> dict | str:
-        return self.schema if self.schema is not None else "json" if self.json_mode else ""
-
-    def chat(self, system: str, user: str) -> str:
-        return self.complete(system, user).content
-
     def complete(self, system: str, user: str, options: dict | None = None,
                  format: dict | str | None = None) -> Completion:
         """One chat completion; `options` may override `temperature`, `seed` and `num_predict`
@@ -242,7 +245,7 @@ class LocalBackend:
 
 
 @dataclasses.dataclass
-class UniformBackend:
+class UniformBackend(Backend):
     """`--llm uniform`: a uniformly random reply from each call's JSON Schema (no model).
 
     What an LLM that ignores its prompt would answer; the draw depends only on the seed and the
@@ -261,20 +264,14 @@ class UniformBackend:
             raise LLMError("--llm uniform draws from the call's JSON Schema; this call has none")
         return Completion(uniform.reply(self.seed, system, user, format), 0, 0)
 
-    def chat(self, system: str, user: str) -> str:
-        return self.complete(system, user).content
-
 
 @dataclasses.dataclass
-class NoBackend:
+class NoBackend(Backend):
     """`--llm none`: every call fails (and is counted as a fallback)."""
 
     name: str = "none"
     model: str = "none"
     parallel: int = 1
-
-    def chat(self, system: str, user: str) -> str:
-        raise LLMError("no LLM backend (--llm none)")
 
     def complete(self, system: str, user: str, options: dict | None = None,
                  format: dict | str | None = None) -> Completion:
