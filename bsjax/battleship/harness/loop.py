@@ -191,7 +191,8 @@ class BatchRunner:
         if self.sharding is None:
             return {}
         replicated = NamedSharding(self.sharding.mesh, PartitionSpec())
-        return {"out_shardings": (self.sharding, self.sharding, self.sharding, replicated)}
+        return {"out_shardings": (self.sharding, self.sharding, self.sharding, replicated,
+                                  self.sharding)}
 
     def _place(self, tree):
         """Put a games-leading pytree on the game mesh (a no-op on one device)."""
@@ -267,16 +268,15 @@ class BatchRunner:
         real = self._place(jnp.asarray(np.arange(size) < n))
         turn, llm_seconds, dispatches = 0, 0.0, 0
         while True:
-            states, carries, buffer, turn_out = self._turns(keys, states, carries, buffer,
-                                                            jnp.int32(turn), real)
+            states, carries, buffer, turn_out, requests = self._turns(
+                keys, states, carries, buffer, jnp.int32(turn), real)
             dispatches += 1
-            turn = int(turn_out)
-            done, requests = jax.device_get((states.done, buffer.llm_request[:, turn - 1]))
-            done, requests = np.asarray(done), np.asarray(requests).copy()
-            requests[n:] = False  # padding copies never call the LLM
+            # One transfer per segment: what the host needs to answer the requests.
+            turn, done, requests, turns, asked = jax.device_get(
+                (turn_out, states.done, requests, states.turn, states.questions))
+            turn, done, requests = int(turn), np.asarray(done), np.asarray(requests)
             if self.reviser is not None and requests.any():
                 llm_start = time.perf_counter()
-                turns, asked = jax.device_get((states.turn, states.questions))
                 carries, events = self.reviser.step(
                     carries, requests, np.asarray(turns),
                     self.player.config.max_questions - np.asarray(asked))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from bsjax.battleship.types import GameState, TurnRecord
 
@@ -44,30 +45,32 @@ def play_turns(player, keys: jax.Array, states: GameState, carries, buffer: Turn
       real: `[G]` bool false for padding copies, whose requests never stop the loop.
 
     Returns:
-      (states, carries, buffer, turn): turn is one past the last turn played.
+      (states, carries, buffer, turn, requests): turn is one past the last turn played;
+      requests `[G]` bool the real games that asked for the host on that turn.
     """
     turn_fn = jax.vmap(player.turn_one)
     max_turns = player.config.max_turns
 
     def cond(carry):
-        states, _, _, turn, asked = carry
-        return (turn < max_turns) & ~jnp.all(states.done) & ~asked
+        states, _, _, turn, requests = carry
+        stop = jnp.any(requests) if stop_on_request else jnp.bool_(False)
+        return (turn < max_turns) & ~jnp.all(states.done) & ~stop
 
     def body(carry):
         states, carries, buffer, turn, _ = carry
         states, carries, record = turn_fn(turn_keys(keys, turn), states, carries)
         buffer = jax.tree.map(lambda b, r: b.at[:, turn].set(r), buffer, record)
-        asked = jnp.any(record.llm_request & real) if stop_on_request else jnp.bool_(False)
-        return states, carries, buffer, turn + 1, asked
+        return states, carries, buffer, turn + 1, record.llm_request & real
 
-    start = (states, carries, buffer, jnp.asarray(turn, jnp.int32), jnp.bool_(False))
-    states, carries, buffer, turn, _ = jax.lax.while_loop(cond, body, start)
-    return states, carries, buffer, turn
+    start = (states, carries, buffer, jnp.asarray(turn, jnp.int32), jnp.zeros_like(real))
+    return jax.lax.while_loop(cond, body, start)
 
 
 def records_by_turn(buffer: TurnRecord, turns_played: int) -> TurnRecord:
-    """The played turns of a games-first buffer as `[T, G, ...]` (host or device arrays)."""
-    return jax.tree.map(lambda b: jnp.swapaxes(b[:, :turns_played], 0, 1), buffer)
+    """The played turns of a games-first buffer as host arrays `[T, G, ...]`. Sliced on the
+    host: a device slice would compile once per distinct number of turns."""
+    return jax.tree.map(lambda b: np.swapaxes(np.asarray(b)[:, :turns_played], 0, 1),
+                        jax.device_get(buffer))
 
 
 def play(key: jax.Array, player, truths: jax.Array, game_seeds: jax.Array
@@ -83,7 +86,8 @@ def play(key: jax.Array, player, truths: jax.Array, game_seeds: jax.Array
       game_seeds: `[G]` int32 board seeds.
 
     Returns:
-      (final states, records): each record leaf `[T, G, ...]` for the T turns played.
+      (final states, records): each record leaf a host array `[T, G, ...]` for the T turns
+      played.
     """
     if player.agent.host_decides or player.agent.llm:
         raise ValueError(f"agent {player.agent.name!r} asks the host between turns; play it with "
@@ -91,8 +95,8 @@ def play(key: jax.Array, player, truths: jax.Array, game_seeds: jax.Array
     states, carries = jax.vmap(player.init_one)(turn_keys(key, 1 << 20), truths, game_seeds)
     buffer = record_buffer(player, key, states, carries)
     real = jnp.ones(truths.shape[0], bool)
-    states, _, buffer, turn = play_turns(player, key, states, carries, buffer, 0, real,
-                                         stop_on_request=False)
+    states, _, buffer, turn, _ = play_turns(player, key, states, carries, buffer, 0, real,
+                                            stop_on_request=False)
     return states, records_by_turn(buffer, int(turn))
 
 
