@@ -110,6 +110,8 @@ def test_bad_sweep_values(param, spec, message):
     ("[[rows]]\nagent = 'greedy'", "has no id"),
     ("[[rows]]\nid = 'a'\nagent = 'greedy'\n[[rows]]\nid = 'a'\nagent = 'wma'", "repeated row"),
     ("[[rows]]\nid = 'a'\nagent = 'greedy'\nshots = 3", "unknown setting"),
+    ("[experiment]\nbaseline = 'b'\n[[rows]]\nid = 'a'\nagent = 'greedy'",
+     "unknown baseline row 'b'"),
 ])
 def test_bad_experiment_files(tmp_path, text, message):
     path = tmp_path / "bad.toml"
@@ -136,9 +138,10 @@ def _fake_game(board, seed, f1, won, questions=0, llm_calls=0, turns=40):
             "wall_seconds": 0.5}
 
 
-def _fake_study(root: Path, games: dict[str, list[dict]], protocol="paper", total=4) -> None:
+def _fake_study(root: Path, games: dict[str, list[dict]], protocol="paper", total=4,
+                baseline=None) -> None:
     base = dataclasses.asdict(study_lib.paper_base(protocol, llm="none"))
-    study = study_lib.paper_study(RunConfig(**base))
+    study = dataclasses.replace(study_lib.paper_study(RunConfig(**base)), baseline=baseline)
     root.mkdir()
     (root / "study.json").write_text(json.dumps(study.to_json()))
     for row_id, rows in games.items():
@@ -175,6 +178,87 @@ def test_table_values_and_board_deltas_from_files(tmp_path):
     csv_lines = tables.to_csv(data, list(rows.values())).splitlines()
     assert csv_lines[0].startswith("id,layer,label,agent,status,llm_rate,avg_f1,wins,games")
     assert len(csv_lines) == 9
+
+
+# Rows B3 (revision off) and B4 (revision on) of the same four games, and B1: two of those games
+# in another order and a game B3 never played.
+OFF = [_fake_game("B01", 0, 0.5, True), _fake_game("B01", 1, 0.25, False),
+       _fake_game("B02", 0, 0.75, True), _fake_game("B02", 1, 0.5, True)]
+ON = [_fake_game("B01", 0, 0.75, True), _fake_game("B01", 1, 0.5, True),
+      _fake_game("B02", 0, 0.5, False), _fake_game("B02", 1, 0.25, False)]
+B1 = [_fake_game("B01", 1, 0.75, True), _fake_game("B01", 0, 0.5, False),
+      _fake_game("B09", 0, 1.0, True)]
+
+
+def test_paired_comparisons_against_a_baseline_row(tmp_path):
+    _fake_study(tmp_path / "s", {"B3": OFF, "B4": ON, "B1": B1})
+    data = tables.load(tmp_path / "s")
+    assert tables.pairing(data) == {}  # the study names no baseline: no paired columns
+    plain = tables.table(data)
+    assert "n_paired" not in plain[0]
+    assert "Paired comparisons" not in tables.markdown(data, plain)
+
+    rows = {r["id"]: r for r in tables.table(data, tables.pairing(data, "B3"))}
+    b4 = rows["B4"]
+    # ΔF1 per game: +0.25, +0.25, −0.25, −0.25. Completed only by B4: B01/1; only by B3: B02/0,
+    # B02/1. McNemar: 2 · P[X <= 1], X ~ Bin(3, 1/2) = 2 · 4/8 -> capped at 1.
+    assert (b4["paired_with"], b4["n_paired"]) == ("B3", 4)
+    assert b4["delta_f1"] == 0.0 and b4["delta_f1_low"] < 0.0 < b4["delta_f1_high"]
+    assert (b4["only_row_completed"], b4["only_baseline_completed"]) == (1, 2)
+    assert (b4["delta_completion"], b4["mcnemar_p"]) == (-0.25, 1.0)
+    # B1 is paired by board and seed, not by position; B09 (B3 never played it) is left out.
+    b1 = rows["B1"]
+    assert b1["n_paired"] == 2 and b1["delta_f1"] == pytest.approx(0.25)  # +0.5 and 0
+    assert (b1["delta_f1_low"], b1["delta_f1_high"]) == pytest.approx((0.0, 0.5))
+    assert (b1["only_row_completed"], b1["only_baseline_completed"]) == (1, 1)
+    assert rows["B3"]["paired_with"] is None and rows["B3"]["n_paired"] is None
+    assert rows["B2"]["n_paired"] is None  # not run
+
+    text = tables.markdown(data, list(rows.values()))
+    assert "## Paired comparisons" in text
+    assert "| B4 | B3 | 4 | +0.0000 |" in text and "| 1 / 2 | -25.0% | 1 |" in text
+    csv_lines = tables.to_csv(data, list(rows.values())).splitlines()
+    assert csv_lines[0].endswith(",".join(tables.PAIRED_COLUMNS)) and len(csv_lines) == 9
+
+    # Adjacent pairs: each row against the nearest row above it that has games.
+    adjacent = tables.pairing(data, paired="adjacent")
+    assert (adjacent["B2"], adjacent["B3"], adjacent["B4"], adjacent["B5"]) == \
+        ("B1", "B1", "B3", "B4")
+    assert "B1" not in adjacent
+    with pytest.raises(tables.ReportError, match="unknown baseline row 'B7'"):
+        tables.pairing(data, "B7")
+
+
+def test_report_takes_the_studys_baseline_and_the_flags_override_it(tmp_path, capsys):
+    _fake_study(tmp_path / "s", {"B3": OFF, "B4": ON, "B1": B1}, baseline="B3")
+    assert cli.main(["report", str(tmp_path / "s"), "--json"]) == 0
+    rows = {r["id"]: r for r in _json_tail(capsys)["rows"]}
+    assert rows["B4"]["paired_with"] == "B3" and rows["B4"]["n_paired"] == 4
+    assert "n_paired" in (tmp_path / "s" / "table.csv").read_text().splitlines()[0]
+    assert cli.main(["report", str(tmp_path / "s"), "--baseline", "B4", "--json"]) == 0
+    rows = {r["id"]: r for r in _json_tail(capsys)["rows"]}
+    assert rows["B3"]["paired_with"] == "B4" and rows["B3"]["delta_completion"] == 0.25
+    assert cli.main(["report", str(tmp_path / "s"), "--paired", "none", "--json"]) == 0
+    assert "n_paired" not in _json_tail(capsys)["rows"][0]
+    assert "Paired comparisons" not in (tmp_path / "s" / "table.md").read_text()
+
+
+def test_a_studys_baseline_from_its_file_and_into_study_json(tmp_path):
+    path = tmp_path / "rows.toml"
+    path.write_text("[experiment]\nbaseline = 'a'\n[[rows]]\nid = 'a'\nagent = 'random'\n"
+                    "[[rows]]\nid = 'b'\nagent = 'greedy'\n")
+    study = study_lib.load_toml(path)
+    assert study.baseline == "a" and study.to_json()["baseline"] == "a"
+    assert study_lib.paper_study(study_lib.paper_base()).baseline is None
+    with pytest.raises(UsageError, match="unknown baseline row 'c'"):
+        study_lib.validate(dataclasses.replace(study, baseline="c"))
+    # A resumed study may change its baseline (it only shapes the report): study.json follows.
+    study_json = tmp_path / "study.json"
+    study_lib._write_study_json(study, study_json)
+    created = json.loads(study_json.read_text())["created"]
+    study_lib._write_study_json(dataclasses.replace(study, baseline="b"), study_json)
+    assert json.loads(study_json.read_text())["baseline"] == "b"
+    assert json.loads(study_json.read_text())["created"] == created
 
 
 def test_head_to_head_matrix_is_complementary(tmp_path):
@@ -263,6 +347,27 @@ def test_paper_command_writes_the_table_and_figures(paper_run, tmp_path, capsys)
     assert "already holds a study" in capsys.readouterr().err
     # A different configuration cannot resume into it.
     assert cli.main(["paper", *SMALL[:-2], "--llm", "local", "--out", str(out), "--resume"]) == 2
+
+
+def test_report_of_a_played_study_against_a_baseline_row(paper_run, tmp_path, capsys):
+    shutil.copytree(paper_run[0], tmp_path / "paper")
+    out = tmp_path / "paper"
+    table_md = (out / "table.md").read_text()
+    assert cli.main(["report", str(out), "--baseline", "B1", "--json"]) == 0
+    rows = {r["id"]: r for r in _json_tail(capsys)["rows"]}
+    for row_id in ("B2", "B3", "B4", "B6-uniform", "bayes"):
+        row = rows[row_id]
+        assert (row["paired_with"], row["n_paired"]) == ("B1", 2)
+        assert row["delta_f1"] == pytest.approx(row["avg_f1"] - rows["B1"]["avg_f1"])
+        assert row["delta_f1_low"] <= row["delta_f1"] <= row["delta_f1_high"]
+        assert row["delta_completion"] == pytest.approx(row["win_rate"] - rows["B1"]["win_rate"])
+        assert 0.0 < row["mcnemar_p"] <= 1.0
+    assert rows["B1"]["n_paired"] is None and rows["B6"]["n_paired"] is None  # B6 skipped
+    paired_md = (out / "table.md").read_text()
+    assert paired_md.startswith(table_md.rstrip("\n")) and "| B2 | B1 | 2 |" in paired_md
+    # The flag is not kept: a plain report is the table without paired columns again.
+    assert cli.main(["report", str(out)]) == 0
+    assert (out / "table.md").read_text() == table_md
 
 
 def test_paper_resumes_an_interrupted_row(paper_run, tmp_path):

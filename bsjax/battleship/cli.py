@@ -196,9 +196,10 @@ def cmd_sweep(args) -> int:
 
 def cmd_report(args) -> int:
     from bsjax.battleship.report import tables
+    checks.nonempty(args.baseline, "--baseline")
     cli_checks.check_run_files(args.run_dir)
     try:
-        report = tables.write(args.run_dir)
+        report = tables.write(args.run_dir, args.baseline, args.paired)
     except tables.ReportError as err:
         raise UsageError(str(err)) from None
     except OSError as err:  # nothing written: the first file could not be
@@ -316,6 +317,13 @@ def add_commands(sub) -> None:
     sweep.set_defaults(func=cmd_sweep)
     report = sub.add_parser("report", help="rebuild tables and figures of a study or run directory")
     report.add_argument("run_dir")
+    report.add_argument("--baseline", default=None, metavar="ROW",
+                        help="compare every other row with ROW game by game (paired ΔF1 with a "
+                        "bootstrap CI, McNemar's test of completion); default: the study's "
+                        "baseline, if it names one")
+    report.add_argument("--paired", default="baseline", metavar="MODE",
+                        help="baseline: every row against the baseline row; adjacent: every row "
+                        "against the row above it; none: no paired comparisons")
     report.add_argument("--json", action="store_true")
     report.set_defaults(func=cmd_report)
     boards = sub.add_parser("boards", help="print a board suite")

@@ -116,7 +116,7 @@ def check_experiment_file(path) -> None:
     data = read_toml(path, "--config")
     name = Path(path).name
     meta = _expect(data.get("experiment", {}), dict, f"{name}: [experiment]")
-    for key in ("kind", "title"):
+    for key in ("kind", "title", "baseline"):
         if key in meta:
             _expect(meta[key], str, f"{name}: [experiment] {key}")
     _expect(data.get("base", {}), dict, f"{name}: [base]")
@@ -237,6 +237,8 @@ def check_run_files(path) -> None:
         _expect(study.get("kind"), str, f"{where}: kind", True)
         _expect(study.get("base"), dict, f"{where}: base", True)
         _expect(study["base"].get("protocol"), str, f"{where}: base protocol", True)
+        if study.get("baseline") is not None:
+            _expect(study["baseline"], str, f"{where}: baseline", True)
         runs = []
         for row in _expect(study.get("rows"), list, f"{where}: rows", True):
             _expect(row, dict, f"{where}: a row", True)

@@ -8,6 +8,7 @@ Definitions come from code (`paper_study`, `sweep_study`) or from TOML files (`e
 
     [experiment]
     kind = "paper"                  # paper | sweep
+    baseline = "B3"                 # optional: the report compares every row with this one
     [base]                          # RunConfig fields shared by every row
     protocol = "paper"
     sampler = "chain"
@@ -65,6 +66,7 @@ class Study:
     rows: tuple[Row, ...]
     title: str = ""
     param: str | None = None  # sweep: the swept RunConfig field
+    baseline: str | None = None  # the row the report compares every other row with, game by game
 
     def active_rows(self) -> list[Row]:
         return [r for r in self.rows if not self.skipped(r)]
@@ -74,7 +76,7 @@ class Study:
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "title": self.title, "param": self.param,
-                "base": dataclasses.asdict(self.base),
+                "baseline": self.baseline, "base": dataclasses.asdict(self.base),
                 "rows": [dict(r.to_json(), skipped=self.skipped(r)) for r in self.rows]}
 
 
@@ -239,13 +241,25 @@ def load_toml(path: str | Path, overrides: dict | None = None) -> Study:
     else:
         raise UsageError(f"{path.name}: unknown experiment kind {kind!r} (choose from paper, "
                          "sweep)")
-    return dataclasses.replace(study, title=meta.get("title", study.title))
+    study = dataclasses.replace(study, title=meta.get("title", study.title),
+                                baseline=meta.get("baseline"))
+    check_baseline(study, f"{path.name}: ")
+    return study
 
 
 # --- running ------------------------------------------------------------------------------------
 
+def check_baseline(study: Study, where: str = "") -> None:
+    """The study's baseline, if it names one, is one of its rows. Raises UsageError."""
+    ids = [row.id for row in study.rows]
+    if study.baseline is not None and study.baseline not in ids:
+        raise UsageError(f"{where}unknown baseline row {study.baseline!r} "
+                         f"(rows: {', '.join(ids)})")
+
+
 def validate(study: Study) -> None:
-    """Check every row's config before anything is written. Raises UsageError."""
+    """Check the baseline and every row's config before anything is written. Raises UsageError."""
+    check_baseline(study)
     for row in study.active_rows():
         try:
             experiment.validate(row.config(study.base))
@@ -283,15 +297,26 @@ def _identity(study_json: dict) -> dict:
             "rows": study_json["rows"]}
 
 
+def _write_study_json(study: Study, path: Path) -> None:
+    """Write study.json, or on resume bring its baseline up to date: the baseline only shapes the
+    report, so a resumed study may change it, and `bsjax report` must then read the new one."""
+    if not path.exists():
+        path.write_text(json.dumps(
+            dict(study.to_json(), created=datetime.datetime.now().isoformat(timespec="seconds")),
+            indent=2))
+        return
+    previous = json.loads(path.read_text())
+    if previous.get("baseline") != study.baseline:
+        path.write_text(json.dumps(dict(previous, baseline=study.baseline), indent=2))
+
+
 def run(study: Study, out: Path, resume: bool = False, progress_factory=None) -> dict:
     """Play every active row into `out/runs/ROW`; returns {row id: summary}."""
     validate(study)
     prepare(study, out, resume)
     out.mkdir(parents=True, exist_ok=True)
-    if jax.process_index() == 0 and not (out / "study.json").exists():
-        (out / "study.json").write_text(json.dumps(
-            dict(study.to_json(), created=datetime.datetime.now().isoformat(timespec="seconds")),
-            indent=2))
+    if jax.process_index() == 0:
+        _write_study_json(study, out / "study.json")
     summaries = {}
     for row in study.active_rows():
         progress = progress_factory(row.id) if progress_factory is not None else None

@@ -2,6 +2,8 @@
 `bsjax lens` report.
 
 `summarize` aggregates game rows (F1, wins with a Wilson interval, shots, questions, LLM calls).
+`compare_paired` compares two runs game by game: the rows of a study share boards and seeds, so
+a game of one row and the same game of another are a pair.
 `summarize_llm_events` says what a run's LLM calls did, from its `kind == "llm"` events: counts,
 fallbacks by reason, the choices made, cache hits, tokens and latency. Latency is the backend's
 seconds per call (`backend_s`; runs from before it was recorded: the call's wall `latency`) over
@@ -15,7 +17,7 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 
-from bsjax.core.stats import wilson_interval
+from bsjax.core.stats import mcnemar_exact, paired_bootstrap, wilson_interval
 
 
 def f1_by_board(rows: Iterable[Mapping]) -> dict[str, list[float]]:
@@ -48,6 +50,37 @@ def summarize(rows: list[Mapping]) -> dict:
         "fallbacks": sum(r.get("fallbacks", 0) for r in rows),
         "wall_seconds": sum(float(r.get("wall_seconds", 0.0)) for r in rows),
     }
+
+
+def paired_games(rows: Iterable[Mapping],
+                 baseline_rows: Iterable[Mapping]) -> list[tuple[Mapping, Mapping]]:
+    """(row game, baseline game) for every game both played, a game being its board and seed
+    index; in the order of `rows`. Games only one of them played are left out."""
+    baseline = {(r["board"], r["seed"]): r for r in baseline_rows}
+    return [(r, baseline[(r["board"], r["seed"])]) for r in rows
+            if (r["board"], r["seed"]) in baseline]
+
+
+def compare_paired(rows: Iterable[Mapping], baseline_rows: Iterable[Mapping]) -> dict:
+    """A run against a baseline run over the games both played.
+
+    Returns `n_paired`; the mean F1 difference (row − baseline) with a 95% paired bootstrap
+    interval; the games only the row completed and only the baseline completed, the difference in
+    completion rate and McNemar's exact p-value. Every value but `n_paired` is None when the two
+    share no game.
+    """
+    pairs = paired_games(rows, baseline_rows)
+    out = {"n_paired": len(pairs), "delta_f1": None, "delta_f1_low": None,
+           "delta_f1_high": None, "only_row_completed": None, "only_baseline_completed": None,
+           "delta_completion": None, "mcnemar_p": None}
+    if not pairs:
+        return out
+    f1 = paired_bootstrap([float(r["f1"]) for r, _ in pairs], [float(b["f1"]) for _, b in pairs])
+    test = mcnemar_exact([bool(r["won"]) for r, _ in pairs], [bool(b["won"]) for _, b in pairs])
+    out.update(delta_f1=f1.mean, delta_f1_low=f1.low, delta_f1_high=f1.high,
+               only_row_completed=test.only_a, only_baseline_completed=test.only_b,
+               delta_completion=test.difference, mcnemar_p=test.p_value)
+    return out
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -88,4 +121,4 @@ def summarize_llm_events(events: list[dict]) -> dict:
     }
 
 
-__all__ = ["percentile", "summarize_llm_events"]
+__all__ = ["compare_paired", "paired_games", "percentile", "summarize_llm_events"]

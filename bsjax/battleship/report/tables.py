@@ -3,6 +3,10 @@
 A study directory (`study.json` + `runs/ROW/`) gives the paper's unified table or a sweep table;
 a single run directory gives a one-row table. Everything here reads JSON lines, never live state,
 so a finished, interrupted or resumed run reports the same way.
+
+The rows of a study play the same games (boards and seeds), so two rows can be compared game by
+game: against a baseline row (`--baseline ROW`, or the study's own) or each row against the one
+above it (`--paired adjacent`). Those comparisons add the PAIRED_COLUMNS and a second table.
 """
 
 from __future__ import annotations
@@ -35,10 +39,18 @@ COLUMNS = ("id", "layer", "label", "agent", "status", "llm_rate", "avg_f1", "win
            "published_wins", "published_games", "published_in_ci", "h2h_vs_random",
            "h2h_vs_greedy")
 
+# Paired comparisons of a row with another (`paired_with`) over the games both played.
+PAIRED_COLUMNS = ("paired_with", "n_paired", "delta_f1", "delta_f1_low", "delta_f1_high",
+                  "only_row_completed", "only_baseline_completed", "delta_completion",
+                  "mcnemar_p")
+# baseline: every row against one row; adjacent: every row against the row above it; none: no
+# paired comparisons, even where the study names a baseline.
+PAIRED_MODES = ("baseline", "adjacent", "none")
+
 
 def load(path: str | Path) -> dict:
-    """A study or run directory as {"kind", "title", "protocol", "param", "rows": [...]}; each
-    row has its meta data and `games` (the game rows written so far)."""
+    """A study or run directory as {"kind", "title", "protocol", "param", "baseline",
+    "rows": [...]}; each row has its meta data and `games` (the game rows written so far)."""
     root = Path(path)
     if (root / "study.json").is_file():
         try:
@@ -53,7 +65,7 @@ def load(path: str | Path) -> dict:
                              games=read_run_jsonl(run_dir, "games.jsonl", stop_at_torn=True)))
         return {"kind": study["kind"], "title": study.get("title", ""),
                 "protocol": study["base"]["protocol"], "param": study.get("param"),
-                "rows": rows}
+                "baseline": study.get("baseline"), "rows": rows}
     if any((part / "games.jsonl").is_file() for part in run_parts(root)):
         run = read_run_json(root)
         config = run.get("config", {})
@@ -61,7 +73,8 @@ def load(path: str | Path) -> dict:
                "overrides": {}, "skipped": False, "config": config, "total": run.get("games"),
                "games": read_run_jsonl(root, "games.jsonl", stop_at_torn=True)}
         return {"kind": "run", "title": f"bsjax run {root.name}",
-                "protocol": config.get("protocol", "paper"), "param": None, "rows": [row]}
+                "protocol": config.get("protocol", "paper"), "param": None,
+                "baseline": None, "rows": [row]}
     raise ReportError(f"{path} is neither a study (study.json) nor a run directory "
                       "(games.jsonl)")
 
@@ -76,8 +89,49 @@ def _status(row: dict) -> str:
     return "ok"
 
 
-def table(data: dict) -> list[dict]:
-    """One dict per row with the COLUMNS fields (None where a value does not apply)."""
+def pairing(data: dict, baseline: str | None = None, paired: str = "baseline") -> dict[str, str]:
+    """Which row each row is compared with game by game: row id -> the other row's id.
+
+    Args:
+        data: a study or run, as `load` gives it.
+        baseline: the row every other row is compared with (default: the study's baseline, if it
+            names one).
+        paired: one of PAIRED_MODES. With "adjacent" each row is compared with the nearest row
+            above it that has games (a skipped or unplayed row is passed over).
+
+    Raises:
+        ReportError: an unknown mode, a baseline with another mode, or a baseline that is not a
+            row.
+    """
+    if paired not in PAIRED_MODES:
+        raise ReportError(f"unknown paired mode {paired!r} (choose from "
+                          f"{', '.join(PAIRED_MODES)})")
+    if baseline is not None and paired != "baseline":
+        raise ReportError(f"a baseline row is for --paired baseline (got --paired {paired})")
+    ids = [row["id"] for row in data["rows"]]
+    if paired == "adjacent":
+        out, above = {}, None
+        for row in data["rows"]:
+            if above is not None:
+                out[row["id"]] = above
+            if row["games"]:
+                above = row["id"]
+        return out
+    baseline = baseline if baseline is not None else data.get("baseline")
+    if paired == "none" or baseline is None:
+        return {}
+    if baseline not in ids:
+        raise ReportError(f"unknown baseline row {baseline!r} (rows: {', '.join(ids)})")
+    return {row_id: baseline for row_id in ids if row_id != baseline}
+
+
+def table(data: dict, pairs: dict[str, str] | None = None) -> list[dict]:
+    """One dict per row with the COLUMNS fields (None where a value does not apply).
+
+    With `pairs` (row id -> the row it is compared with, see `pairing`) every row also has the
+    PAIRED_COLUMNS: the paired differences row − other in F1 and completion over the games both
+    played (None where the row has no partner or either has no games).
+    """
     by_id = {row["id"]: row for row in data["rows"]}
     published = PUBLISHED.get(data["protocol"], {}) if data["kind"] == "paper" else {}
     out = []
@@ -106,6 +160,12 @@ def table(data: dict) -> list[dict]:
                     and by_id[anchor]["games"] and anchor != row["id"]:
                 entry[f"h2h_vs_{anchor}"] = stats.head_to_head_win_rate(
                     summaries.f1_by_board(row["games"]), summaries.f1_by_board(by_id[anchor]["games"]))
+        if pairs:
+            entry.update(dict.fromkeys(PAIRED_COLUMNS))
+            other = pairs.get(row["id"])
+            if other is not None and row["games"] and by_id[other]["games"]:
+                entry.update(paired_with=other, **summaries.compare_paired(
+                    row["games"], by_id[other]["games"]))
         out.append(entry)
     return out
 
@@ -144,6 +204,35 @@ def _fmt(value, kind: str) -> str:
     if kind == "time":
         return f"{value:.0f} s" if value < 600 else f"{value / 60:.1f} min"
     return str(value)
+
+
+def _has_paired(rows: list[dict]) -> bool:
+    return bool(rows) and "n_paired" in rows[0]
+
+
+def _paired_markdown(rows: list[dict]) -> list[str]:
+    """The paired comparisons as a second table (rows that were compared with another)."""
+    head = ["row", "against", "paired games", "ΔF1", "ΔF1 95% CI",
+            "completed only by row / only by other", "Δ completion", "McNemar p"]
+    lines = ["", "## Paired comparisons", "", "| " + " | ".join(head) + " |",
+             "|" + "---|" * len(head)]
+    for r in rows:
+        if r["paired_with"] is None:
+            continue
+        cells = [r["id"], r["paired_with"], str(r["n_paired"])]
+        if r["n_paired"]:
+            cells += [f"{r['delta_f1']:+.4f}",
+                      f"[{r['delta_f1_low']:+.4f}, {r['delta_f1_high']:+.4f}]",
+                      f"{r['only_row_completed']} / {r['only_baseline_completed']}",
+                      f"{100 * r['delta_completion']:+.1f}%", f"{r['mcnemar_p']:.3g}"]
+        else:
+            cells += ["–"] * (len(head) - len(cells))
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Paired over the games both rows played (same board and seed): ΔF1 is the mean "
+              "of row − other with a 95% percentile bootstrap interval over the games; "
+              "completion is compared by McNemar's exact test on the games only one of the two "
+              "completed."]
+    return lines
 
 
 def markdown(data: dict, rows: list[dict]) -> str:
@@ -188,11 +277,15 @@ def markdown(data: dict, rows: list[dict]) -> str:
     if has_published:
         lines.append("Published: the paper's numbers at 54 games; \"in CI\" asks whether the "
                      "published win rate lies in this row's Wilson interval.")
+    if _has_paired(rows):
+        lines += _paired_markdown(rows)
     return "\n".join(lines) + "\n"
 
 
 def to_csv(data: dict, rows: list[dict]) -> str:
     columns = ([data["param"]] if data["kind"] == "sweep" else []) + list(COLUMNS)
+    if _has_paired(rows):
+        columns += PAIRED_COLUMNS
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore",
                             lineterminator="\n")
@@ -202,12 +295,16 @@ def to_csv(data: dict, rows: list[dict]) -> str:
     return buffer.getvalue()
 
 
-def write(path: str | Path) -> dict:
-    """(Re)build every report file of a study or run directory; returns what was written."""
+def write(path: str | Path, baseline: str | None = None, paired: str = "baseline") -> dict:
+    """(Re)build every report file of a study or run directory; returns what was written.
+
+    `baseline` and `paired` choose the paired comparisons (see `pairing`); they are checked
+    before anything is written.
+    """
     from bsjax.battleship.report import figures
     root = Path(path)
     data = load(root)
-    rows = table(data)
+    rows = table(data, pairing(data, baseline, paired))
     text = markdown(data, rows)
     (root / "table.md").write_text(text)
     (root / "table.csv").write_text(to_csv(data, rows))
