@@ -28,7 +28,7 @@ run: $(STAMP)
 	$(BIN)/bsjax paper --out results/make-run --resume
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # The documentation site, built offline into site/ (--strict: a broken link or reference fails).
 docs: $(STAMP)
