@@ -27,6 +27,8 @@ GAME_FLAGS = (
     ("--sampler", str, "chain | importance | particles (default particles)"),
     ("--rng", str, "jax | reference (bit-exact reference chain; default jax)"),
     ("--particles", int, "samples / particles per game (default 500)"),
+    ("--sweeps", int, "particles sampler: MH sweeps (one move per ship) per observation "
+     "(default 4)"),
     ("--tau", float, "confidence threshold in [0, 1] (default: the agent's; MRA 0.72)"),
     ("--revision", str, "MRA symbolic revision: on | off (default on)"),
     ("--variant", str, "MRA: paper (faithful) | improved (default paper)"),
@@ -39,7 +41,8 @@ GAME_FLAGS = (
     ("--llm-format", str, "schema: each reply constrained by a JSON Schema of that call's legal "
      "choices | free: the published unconstrained call (default schema)"),
     ("--random-boards", int, "boards of the random suite (default 18)"),
-    ("--batch-size", int, "games per compiled batch (default 512)"),
+    ("--batch-size", checks.batch_size, "games per compiled batch, or auto: as many as fill half "
+     "the free device memory (on a CPU at most 32 a core) (default 512)"),
     ("--devices", int, "shard each batch over the first N local devices (default: all)"),
 )
 # A study's rows choose these themselves.

@@ -22,6 +22,7 @@ from bsjax.core.errors import UsageError
 # filling memory or overflowing an int32 after the run directory is written.
 MAX_SEEDS = 100_000
 MAX_PARTICLES = 1_000_000
+MAX_SWEEPS = 1_000
 MAX_RANDOM_BOARDS = 100_000
 MAX_BATCH_SIZE = 1_000_000
 MAX_BENCH_GAMES = 1_000_000
@@ -61,8 +62,10 @@ def check_run_config(cfg: RunConfig, where: str = "") -> RunConfig:
     try:
         int_in(cfg.seeds, "--seeds", 1, MAX_SEEDS)
         int_in(cfg.particles, "--particles", 1, MAX_PARTICLES)
+        int_in(cfg.sweeps, "--sweeps", 1, MAX_SWEEPS)
         int_in(cfg.random_boards, "--random-boards", 1, MAX_RANDOM_BOARDS)
-        int_in(cfg.batch_size, "--batch-size", 1, MAX_BATCH_SIZE)
+        if cfg.batch_size != "auto":
+            int_in(cfg.batch_size, "--batch-size", 1, MAX_BATCH_SIZE)
         for name in ("suite", "board_file", "boards"):
             nonempty(getattr(cfg, name), _flag(name))
         if cfg.boards != "all" and not cfg.board_file:

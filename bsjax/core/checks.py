@@ -29,6 +29,16 @@ class ArgumentParser(argparse.ArgumentParser):
 
 # --- scalars ------------------------------------------------------------------------------------
 
+def batch_size(text: str):
+    """An argparse type: `auto` or an integer (its range is checked with the rest of a config)."""
+    if text.strip() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or auto, got {text!r}") from None
+
+
 def nonempty(value, flag: str):
     """`value` unless it is an empty or blank string (None passes: the flag was not given)."""
     if isinstance(value, str) and not value.strip():

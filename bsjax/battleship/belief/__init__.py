@@ -11,8 +11,10 @@ from __future__ import annotations
 from bsjax.battleship.config import GameConfig
 
 
-def make_sampler(name: str, config: GameConfig, particles: int = 500, reference_rng: bool = False):
-    """The sampler called `name` (chain, importance, particles) with `particles` samples."""
+def make_sampler(name: str, config: GameConfig, particles: int = 500, reference_rng: bool = False,
+                 sweeps: int = 4):
+    """The sampler called `name` (chain, importance, particles) with `particles` samples;
+    `sweeps` (MH sweeps per observation) applies to the particle sampler only."""
     if name == "chain":
         from bsjax.battleship.belief.chain import ChainSampler
         return ChainSampler(config, n_samples=particles, reference_rng=reference_rng)
@@ -21,5 +23,5 @@ def make_sampler(name: str, config: GameConfig, particles: int = 500, reference_
         return ImportanceSampler(config, n_particles=particles)
     if name == "particles":
         from bsjax.battleship.belief.particles import ParticleSampler
-        return ParticleSampler(config, n_particles=particles)
+        return ParticleSampler(config, n_particles=particles, sweeps=sweeps)
     raise ValueError(f"unknown sampler {name!r} (choose from chain, importance, particles)")

@@ -191,15 +191,17 @@ class ChainSampler(Sampler):
         cfg = self.config
         k_ship, k_place, k_accept = words[0], words[1], words[2]
         stream, ship = self._draw_int(stream, k_ship, jnp.int32(board.shape[0]))
-        pool, cand = moves.move_pool(cfg, board, ship, obs, mask_misses=False)
-        pool_size = jnp.sum(pool, dtype=jnp.int32)
+        pool = moves.move_pool(cfg, board, ship, obs, mask_misses=False)
+        pool_size = jnp.sum(pool.pool, dtype=jnp.int32)
         has_pool = pool_size > 0
 
         new_stream, pick = self._draw_int(stream, k_place, pool_size)
         stream = jnp.where(has_pool, new_stream, stream)
-        chosen = cand[moves.nth_true(pool, pick)]
-        proposal = board.at[ship].set(chosen)
-        new_log_post = self._log_post(proposal, obs)
+        index = moves.nth_true(pool.pool, pick)
+        proposal = board.at[ship].set(pool.candidates[index])
+        # The proposal's bitboards from the pool's own rows: no span-table lookup per ship.
+        proposal_bits = pool.ship_bits.at[ship].set(pool.candidate_bits[index])
+        new_log_post = constraints.log_posterior(cfg, proposal_bits, obs, self.log_dtype)
 
         finite_new = jnp.isfinite(new_log_post)
         finite_cur = jnp.isfinite(log_post)

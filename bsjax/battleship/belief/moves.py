@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax.numpy as jnp
 
 from bsjax.battleship.config import GameConfig
@@ -10,8 +12,24 @@ from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.types import Observations
 
 
+class MovePool(NamedTuple):
+    """The placements one ship may move to, with the bitboards a caller reuses.
+
+    Attributes:
+      pool: `[K]` bool allowed candidates.
+      candidates: `[K]` int32 candidate span ids (all spans of the ship's length, padded).
+      candidate_bits: `[K, W]` uint32 their bitboards.
+      ship_bits: `[S, W]` uint32 the board's ships before the move.
+    """
+
+    pool: jnp.ndarray
+    candidates: jnp.ndarray
+    candidate_bits: jnp.ndarray
+    ship_bits: jnp.ndarray
+
+
 def move_pool(config: GameConfig, board: jnp.ndarray, ship: jnp.ndarray, obs: Observations,
-              mask_misses: bool) -> tuple[jnp.ndarray, jnp.ndarray]:
+              mask_misses: bool) -> MovePool:
     """The placements ship `ship` of `board` may move to, and their span ids.
 
     Reference rule (docs/battleship/protocol.md §5.1): no overlap with the other ships; hits this ship covers
@@ -24,7 +42,8 @@ def move_pool(config: GameConfig, board: jnp.ndarray, ship: jnp.ndarray, obs: Ob
     Args:
       board: `[S]` int32 span ids. ship: `[]` int32.
     Returns:
-      (`[K]` bool pool, `[K]` int32 candidate span ids).
+      The pool, with the candidates' and the board's bitboards (so a proposal's bitboard is
+      one row away, not a table lookup per ship).
     """
     n_ships = board.shape[0]
     ship_bits = spans_lib.spans_bits(config, board)                               # [S, W]
@@ -47,7 +66,7 @@ def move_pool(config: GameConfig, board: jnp.ndarray, ship: jnp.ndarray, obs: Ob
     kept = valid & ~bitboard.any_set((cand_bits & blocked[None]) | (need[None] & ~cand_bits))
     kept = kept & ~others_fail
     differs = kept & (cand != board[ship])
-    return jnp.where(jnp.any(differs), differs, kept), cand
+    return MovePool(jnp.where(jnp.any(differs), differs, kept), cand, cand_bits, ship_bits)
 
 
 def nth_true(mask: jnp.ndarray, n: jnp.ndarray) -> jnp.ndarray:

@@ -12,6 +12,7 @@ import datetime
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from bsjax.battleship import belief as belief_lib
 from bsjax.battleship.config import GameConfig, protocol
 from bsjax.battleship.game import suites
 from bsjax.battleship.game.suites import BoardError
-from bsjax.battleship.harness import llm_setup, summaries
+from bsjax.battleship.harness import llm_setup, memory, summaries
 from bsjax.battleship.harness.loop import BatchRunner, GameSpec, Player
 from bsjax.battleship.harness.summaries import summarize_llm_events
 from bsjax.core.errors import UsageError
@@ -45,12 +46,13 @@ class RunConfig:
     sampler: str = "particles"
     rng: str = "jax"
     particles: int = 500
+    sweeps: int = 4                    # particles sampler: MH sweeps per observation
     tau: float | None = None           # None: the agent's own default (MRA 0.72)
     revision: str = "on"               # MRA: on | off
     variant: str = "paper"             # MRA: paper | improved
     run_seed: int = 0
     random_boards: int = 18
-    batch_size: int = 512
+    batch_size: int | str = 512        # games per batch, or "auto" (from device memory)
     llm: str = "local"                 # LLM backend: local | ollama | uniform | none
     llm_host: str | None = None        # Ollama server, e.g. http://127.0.0.1:11434
     model: str | None = None           # Ollama model name
@@ -102,8 +104,9 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
     if isinstance(cfg.run_seed, bool) or not isinstance(cfg.run_seed, int) \
             or not 0 <= cfg.run_seed <= MAX_RUN_SEED:
         raise UsageError(f"--run-seed must lie in 0..{MAX_RUN_SEED} (got {cfg.run_seed})")
-    if cfg.batch_size < 1:
-        raise UsageError(f"--batch-size must be at least 1 (got {cfg.batch_size})")
+    if cfg.batch_size != "auto" and (isinstance(cfg.batch_size, str) or cfg.batch_size < 1):
+        raise UsageError(f"--batch-size must be a positive integer or auto "
+                         f"(got {cfg.batch_size!r})")
     if cfg.devices is not None:
         local = jax.local_device_count()
         if not 1 <= cfg.devices <= local:
@@ -147,7 +150,7 @@ def make_player(cfg: RunConfig, game_config: GameConfig) -> Player:
     sampler = None
     if agent.needs_belief:
         sampler = belief_lib.make_sampler(cfg.sampler, game_config, cfg.particles,
-                                          cfg.reference_rng)
+                                          cfg.reference_rng, sweeps=cfg.sweeps)
     return Player(game_config, agent, sampler, cfg.reference_rng)
 
 
@@ -329,10 +332,15 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
     start = time.perf_counter()
     compile_seconds, play_seconds = 0.0, 0.0
     with x64_context(cfg):
-        batch = max(1, min(cfg.batch_size, len(games)))
+        batch = max(1, min(cfg.batch_size, len(games))) if cfg.batch_size != "auto" else 1
         runner = None
         if todo:
             player = make_player(cfg, game_config)
+            if cfg.batch_size == "auto":
+                decided = memory.auto_batch_size(player, len(todo),
+                                                 cfg.devices or jax.local_device_count())
+                batch = decided.batch_size
+                print(f"--batch-size auto: {decided.describe()}", file=sys.stderr)
             monitor = getattr(progress, "llm_event", None)
             reviser, captain = llm_setup.make_llm_hosts(cfg, player, out, monitor)
             runner = BatchRunner(player, batch, reviser, captain, devices=cfg.devices)

@@ -68,6 +68,12 @@ def lookahead(config: GameConfig, parts: Particles, answer_matrix: jnp.ndarray,
               unknown: jnp.ndarray, tempered: bool = True) -> Lookahead:
     """Reweight the particles by each answer of each candidate and read the best marginal.
 
+    Both answers come from one reweighting: with L(yes | particle) = mismatch + gap · truth and
+    L(no | particle) = match − gap · truth (gap = match − mismatch), the post-answer masses are
+    mismatch · m + gap · Y and match · m − gap · Y, where m `[C]` is the belief's occupancy mass
+    and Y `[K, C]` the mass of the particles that answer yes. One `[K, P] @ [P, C]` product serves
+    every candidate and both answers (half the work of reweighting each answer apart).
+
     Args:
       answer_matrix: `[K, P]` bool predicate of each candidate on each particle.
       unknown: `[C]` bool unshot cells.
@@ -77,16 +83,19 @@ def lookahead(config: GameConfig, parts: Particles, answer_matrix: jnp.ndarray,
       Lookahead with `[K]` p_yes and `[K, 2]` best post-answer hit probability.
     """
     match, mismatch = config.answer_likelihood() if tempered else (1.0, 0.0)
+    gap = match - mismatch
     truth = answer_matrix.astype(jnp.float32)                                   # [K, P]
-    like_yes = truth * match + (1.0 - truth) * mismatch
-    like_no = truth * mismatch + (1.0 - truth) * match
-    reweighted = jnp.stack([like_yes, like_no], axis=1) * parts.weights         # [K, 2, P]
-    total = jnp.sum(reweighted, axis=-1)                                        # [K, 2]
-    marginals = reweighted @ parts.occupancy                                    # [K, 2, C]
+    yes_mass = (truth * parts.weights) @ parts.occupancy                         # [K, C]
+    mass = parts.weights @ parts.occupancy                                       # [C]
+    p_yes = truth @ parts.weights                                                # [K]
+    p_no = (1.0 - truth) @ parts.weights  # not 1 - p_yes: an answer no particle gives stays 0
+    marginals = jnp.stack([mismatch * mass + gap * yes_mass,
+                           match * mass - gap * yes_mass], axis=1)               # [K, 2, C]
+    total = jnp.stack([match * p_yes + mismatch * p_no,
+                       mismatch * p_yes + match * p_no], axis=1)                 # [K, 2]
     marginals = marginals / jnp.where(total > 0, total, 1.0)[..., None]
     best = jnp.max(jnp.where(unknown, marginals, -1.0), axis=-1)
     best = jnp.where((total > 0) & jnp.any(unknown), best, 0.0)
-    p_yes = truth @ parts.weights
     return Lookahead(p_yes, best)
 
 
