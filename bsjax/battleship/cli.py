@@ -24,6 +24,8 @@ GAME_FLAGS = (
     ("--boards", str, "all, or a list such as B01,B02 (default all)"),
     ("--board-file", str, "a board in the Grand text format"),
     ("--seeds", int, "seed indices per board (default 3)"),
+    ("--first-seed", int, "first seed index: plays indices FIRST .. FIRST + SEEDS - 1 (default 0); "
+     "disjoint ranges are disjoint games, e.g. tuning and held-out seeds"),
     ("--sampler", str, "chain | importance | particles (default particles)"),
     ("--rng", str, "jax | reference (bit-exact reference chain; default jax)"),
     ("--particles", int, "samples / particles per game (default 500)"),
@@ -31,6 +33,8 @@ GAME_FLAGS = (
      "(default 4)"),
     ("--tau", float, "confidence threshold in [0, 1] (default: the agent's; MRA 0.72)"),
     ("--revision", str, "MRA symbolic revision: on | off (default on)"),
+    ("--cooldown", int, "MRA: turns after a revision before the gate may reopen (default 3)"),
+    ("--min-delta", float, "MRA: the preview Δ a revision must beat, δ_min (default 0.01)"),
     ("--variant", str, "MRA: paper (faithful) | improved (default paper)"),
     ("--run-seed", int, "base seed of the JAX keys (default 0)"),
     ("--llm", str, "LLM of mra-llm and lm-only: local (embedded Gemma 3 270M) | ollama | "

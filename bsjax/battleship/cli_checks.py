@@ -61,6 +61,7 @@ def check_run_config(cfg: RunConfig, where: str = "") -> RunConfig:
             raise UsageError(f"{where}{_flag(field.name)} must be {kinds} (got {value!r})")
     try:
         int_in(cfg.seeds, "--seeds", 1, MAX_SEEDS)
+        int_in(cfg.first_seed, "--first-seed", 0, MAX_SEEDS)
         int_in(cfg.particles, "--particles", 1, MAX_PARTICLES)
         int_in(cfg.sweeps, "--sweeps", 1, MAX_SWEEPS)
         int_in(cfg.random_boards, "--random-boards", 1, MAX_RANDOM_BOARDS)

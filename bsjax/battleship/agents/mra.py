@@ -49,6 +49,8 @@ class MRAAgent(Agent):
       variant: "paper" (faithful, quirks included) or "improved" (all candidates of a mode,
         asked questions recorded and never repeated, calibration error in one unit).
       llm: the gate hands the revision to the host instead of applying the preset (mra-llm).
+      cooldown: turns after a revision before the gate may open again (`revisionCooldownTurns`).
+      min_delta: δ_min, the preview Δ a preset must beat (`minRevisionDelta`).
     """
 
     config: GameConfig
@@ -58,6 +60,8 @@ class MRAAgent(Agent):
     llm: bool = False
     llm_budget: int = 999
     presets: tuple = presets_lib.PAPER_PRESETS
+    cooldown: int = presets_lib.COOLDOWN
+    min_delta: float = presets_lib.MIN_DELTA
 
     name = "mra"
     needs_belief = True
@@ -187,15 +191,17 @@ class MRAAgent(Agent):
         context = presets_lib.GateContext(
             turn=view.turn, hits=bitboard.popcount(view.obs.hit_bits))
         gated = record.replace(low_confidence_streak=streak)
-        next_kind, next_delta, flags = presets_lib.select(self.presets, gated, context)
+        next_kind, next_delta, flags = presets_lib.select(self.presets, gated, context,
+                                                          self.min_delta)
         gated = gated.replace(next_kind=next_kind, next_delta=next_delta,
                               coarse_candidate=flags[0],
                               preview_policy=presets_lib.apply(self.presets, record.policy,
                                                                next_kind))
-        gate = signals.should_revise(gated, self.tau, self.revision) & ~game_over
+        gate = signals.should_revise(gated, self.tau, self.revision, self.min_delta) & ~game_over
         ask_llm = gate & (record.llm_revision_count < self.llm_budget) if self.llm else False
         # The host answers an LLM request between steps; otherwise the preset applies here.
-        revised = apply_revision(self.presets, gated, gate & ~ask_llm, next_kind)
+        revised = apply_revision(self.presets, gated, gate & ~ask_llm, next_kind,
+                                 cooldown=self.cooldown)
         revised = revised.replace(llm_request=jnp.asarray(ask_llm))
         # A finished game only reconciles; the streak and the gate stop with it.
         return jax.tree.map(lambda done, live: jnp.where(game_over, done, live), record, revised)
@@ -203,16 +209,17 @@ class MRAAgent(Agent):
 
 def apply_revision(presets, record: ReflectiveRecord, gate: jax.Array, kind: jax.Array,
                    policy: Policy | None = None, from_llm: jax.Array = False,
-                   fallback: jax.Array = False) -> ReflectiveRecord:
+                   fallback: jax.Array = False,
+                   cooldown: int = presets_lib.COOLDOWN) -> ReflectiveRecord:
     """Apply a revision where `gate`: the preset `kind`'s patch (or an explicit `policy` from the
-    LLM), counters, cooldown 3, the last kind and its symbolic Δ."""
+    LLM), counters, the cooldown (3 in the paper), the last kind and its symbolic Δ."""
     patched = presets_lib.apply(presets, record.policy, kind) if policy is None else policy
     new = record.replace(
         policy=patched,
         revision_count=record.revision_count + 1,
         llm_revision_count=record.llm_revision_count + jnp.asarray(from_llm, jnp.int32),
         fallback_count=record.fallback_count + jnp.asarray(fallback, jnp.int32),
-        cooldown=jnp.int32(presets_lib.COOLDOWN),
+        cooldown=jnp.int32(cooldown),
         last_kind=kind, last_delta=record.next_delta, revised_now=jnp.bool_(True),
     )
     return jax.tree.map(lambda a, b: jnp.where(gate, a, b), new, record)

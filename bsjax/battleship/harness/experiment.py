@@ -43,12 +43,15 @@ class RunConfig:
     boards: str = "all"                # "all" or "B01,B02"
     board_file: str | None = None
     seeds: int = 3
+    first_seed: int = 0                # seed indices first_seed .. first_seed + seeds - 1
     sampler: str = "particles"
     rng: str = "jax"
     particles: int = 500
     sweeps: int = 4                    # particles sampler: MH sweeps per observation
     tau: float | None = None           # None: the agent's own default (MRA 0.72)
     revision: str = "on"               # MRA: on | off
+    cooldown: int = 3                  # MRA: turns after a revision before the gate may reopen
+    min_delta: float = 0.01            # MRA: δ_min, the preview Δ a revision must beat
     variant: str = "paper"             # MRA: paper | improved
     run_seed: int = 0
     random_boards: int = 18
@@ -94,8 +97,14 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
         raise UsageError(f"--particles must be at least 1 (got {cfg.particles})")
     if cfg.seeds < 0:
         raise UsageError(f"--seeds must be >= 0 (got {cfg.seeds})")
+    if cfg.first_seed < 0:
+        raise UsageError(f"--first-seed must be >= 0 (got {cfg.first_seed})")
     if cfg.tau is not None and not 0.0 <= cfg.tau <= 1.0:
         raise UsageError(f"--tau must lie in [0, 1] (got {cfg.tau})")
+    if not 0 <= cfg.cooldown <= 100:
+        raise UsageError(f"--cooldown must lie in 0..100 (got {cfg.cooldown})")
+    if not 0.0 <= cfg.min_delta <= 1.0:
+        raise UsageError(f"--min-delta must lie in [0, 1] (got {cfg.min_delta})")
     if cfg.revision not in ("on", "off"):
         raise UsageError(f"--revision must be on or off (got {cfg.revision!r})")
     if cfg.variant not in ("paper", "improved"):
@@ -143,7 +152,8 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
 
 
 def make_player(cfg: RunConfig, game_config: GameConfig) -> Player:
-    options = {"revision": cfg.revision == "on", "variant": cfg.variant}
+    options = {"revision": cfg.revision == "on", "variant": cfg.variant,
+               "cooldown": cfg.cooldown, "min_delta": cfg.min_delta}
     if cfg.tau is not None:
         options["tau"] = cfg.tau
     agent = agents_lib.make_agent(cfg.agent, game_config, **options)
@@ -154,10 +164,12 @@ def make_player(cfg: RunConfig, game_config: GameConfig) -> Player:
     return Player(game_config, agent, sampler, cfg.reference_rng)
 
 
-def game_list(boards: list[suites.Board], seeds: int) -> list[GameSpec]:
-    """Boards outer, seed indices inner (the reference run order)."""
+def game_list(boards: list[suites.Board], seeds: int, first_seed: int = 0) -> list[GameSpec]:
+    """Boards outer, seed indices `first_seed .. first_seed + seeds - 1` inner (the reference run
+    order). A game depends on its board and seed index only, so disjoint index ranges are
+    disjoint games (held-out seeds for a study tuned on others)."""
     return [GameSpec(b.board_id, s, suites.hash_seed(b.board_id, s), b.spans)
-            for b in boards for s in range(seeds)]
+            for b in boards for s in range(first_seed, first_seed + seeds)]
 
 
 def x64_context(cfg: RunConfig):
@@ -315,7 +327,7 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
     without losing or repeating games.
     """
     game_config, boards = validate(cfg)
-    games = local_games(game_list(boards, cfg.seeds))
+    games = local_games(game_list(boards, cfg.seeds, cfg.first_seed))
     out = local_out_dir(out)
     done_rows = _prepare_local_dir(out, cfg, resume)
     done_keys = {(r["board"], r["seed"]) for r in done_rows}

@@ -22,19 +22,21 @@ from bsjax.battleship.game import questions
 from bsjax.battleship.harness.loop import LLMEvent
 from bsjax.battleship.llm import revision as revision_lib
 from bsjax.battleship.llm.lm_only import LMOnlyCaptain, cell_name
+from bsjax.battleship.runtime import presets as presets_lib
 from bsjax.battleship.runtime.record import ReflectiveRecord
 from bsjax.core.llm.structured import Answer, Call, LLMClient
 
 Monitor = Callable[[LLMEvent], None]
 
 
-def _apply_one(presets, record: ReflectiveRecord, request, kind, budgets, salvage, exploit,
-               valid) -> ReflectiveRecord:
+def _apply_one(presets, cooldown: int, record: ReflectiveRecord, request, kind, budgets, salvage,
+               exploit, valid) -> ReflectiveRecord:
     llm_policy = record.policy.replace(budgets=budgets, salvage_start_turn=salvage,
                                        exploit_threshold=exploit, mode=kind + 1)
     record = apply_revision(presets, record, request & valid, kind, policy=llm_policy,
-                            from_llm=True)
-    record = apply_revision(presets, record, request & ~valid, record.next_kind, fallback=True)
+                            from_llm=True, cooldown=cooldown)
+    record = apply_revision(presets, record, request & ~valid, record.next_kind, fallback=True,
+                            cooldown=cooldown)
     return record.replace(llm_request=jnp.bool_(False))
 
 
@@ -52,13 +54,14 @@ class RevisionHost:
       presets, tau: the agent's preset table and confidence threshold (shown in the prompt).
       schema: constrain each reply by `revision.response_schema` (else the published free call).
       monitor: called with each call's `LLMEvent` as it arrives.
+      cooldown: the agent's cooldown after a revision.
     """
 
     def __init__(self, client: LLMClient, presets, tau: float, schema: bool = True,
-                 monitor: Monitor | None = None):
+                 monitor: Monitor | None = None, cooldown: int = presets_lib.COOLDOWN):
         self.client, self.presets, self.tau = client, presets, tau
         self.schema, self.monitor = schema, monitor
-        self._apply = jax.jit(jax.vmap(lambda *args: _apply_one(presets, *args)))
+        self._apply = jax.jit(jax.vmap(lambda *args: _apply_one(presets, cooldown, *args)))
 
     def call(self, record: dict) -> tuple[Call, dict, dict]:
         """One game's request: (call, prompt state, symbolic preview)."""

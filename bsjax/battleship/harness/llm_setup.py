@@ -88,7 +88,7 @@ def make_llm_hosts(cfg, player, out: Path | None = None, monitor=None):
     schema = cfg.llm_format == "schema"
     if caller == "revision":
         return RevisionHost(client, player.agent.presets, player.agent.tau, schema,
-                            monitor), None
+                            monitor, cooldown=player.agent.cooldown), None
     improved = player.agent.variant == "improved"
     return None, CaptainHost(client, reference_rng=not improved, case_insensitive=improved,
                              schema=schema, monitor=monitor)

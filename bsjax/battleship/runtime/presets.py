@@ -83,19 +83,21 @@ PAPER_PRESETS = (
 KINDS = tuple(p.kind for p in PAPER_PRESETS)
 
 
-def candidates(presets, record: ReflectiveRecord, context: GateContext) -> jnp.ndarray:
+def candidates(presets, record: ReflectiveRecord, context: GateContext,
+               min_delta: float = MIN_DELTA) -> jnp.ndarray:
     """`[K]` bool: eligible and passing the Δ rule (Δ from the decision-time preview)."""
     out = []
     for i, preset in enumerate(presets):  # static: the preset table
         delta = record.preview_delta[i]
-        rule = delta >= -MIN_DELTA if preset.loose else delta > MIN_DELTA
+        rule = delta >= -min_delta if preset.loose else delta > min_delta
         out.append(preset.eligible(record, context) & rule)
     return jnp.stack(out)
 
 
-def select(presets, record: ReflectiveRecord, context: GateContext):
+def select(presets, record: ReflectiveRecord, context: GateContext,
+           min_delta: float = MIN_DELTA):
     """(next kind index or NO_REVISION, its Δ, `[K]` candidate flags)."""
-    flags = candidates(presets, record, context)
+    flags = candidates(presets, record, context, min_delta)
     delta = record.preview_delta
     chosen = jnp.int32(NO_REVISION)
     # Walk backwards so the earliest qualifying preset wins.

@@ -19,14 +19,15 @@ def need_revision(record: ReflectiveRecord, tau: float) -> jnp.ndarray:
     return model_confidence(record) < tau
 
 
-def positive_preview(record: ReflectiveRecord) -> jnp.ndarray:
+def positive_preview(record: ReflectiveRecord, min_delta: float = MIN_DELTA) -> jnp.ndarray:
     """bestΔ > δ_min, or the coarse collapse was chosen as a (loose) candidate."""
-    return (record.next_delta > MIN_DELTA) | ((record.next_kind == COARSE_KIND)
+    return (record.next_delta > min_delta) | ((record.next_kind == COARSE_KIND)
                                               & record.coarse_candidate)
 
 
-def should_revise(record: ReflectiveRecord, tau: float, enabled: bool) -> jnp.ndarray:
+def should_revise(record: ReflectiveRecord, tau: float, enabled: bool,
+                  min_delta: float = MIN_DELTA) -> jnp.ndarray:
     """The gate: enabled, low confidence, no cooldown, streak >= 2, positive preview, a kind."""
     return (jnp.bool_(enabled) & need_revision(record, tau) & (record.cooldown == 0)
-            & (record.low_confidence_streak >= 2) & positive_preview(record)
+            & (record.low_confidence_streak >= 2) & positive_preview(record, min_delta)
             & (record.next_kind != NO_REVISION))

@@ -1,0 +1,174 @@
+"""Can reflection pay? Tune L3's reflective runtime on training seeds, confirm on held-out seeds.
+
+1. Search: on seed indices `[0, --train-seeds)` of every board, MRA with revision on at every
+   setting of the grid (τ × cooldown × δ_min), and MRA with revision off, all on the same games.
+   Each setting is scored by its mean paired ΔF1 against revision off; the best is chosen.
+2. Confirm: the chosen setting and revision off on the held-out seed indices
+   `[--held-out-first, --held-out-first + --held-out-seeds)`, which never overlap the training
+   ones (checked before anything runs): paired ΔF1 (bootstrap 95% CI) and Δcompletion
+   (McNemar's exact test), and the smallest ΔF1 the held-out games could have detected (80%
+   power, two-sided α = 0.05: 2.80 × the standard error of the paired difference).
+
+Every setting is an ordinary run directory under OUT/search/ or OUT/confirm/ (resumable:
+rerunning continues where it stopped); OUT/search.csv, OUT/confirm.json and OUT/README.md hold
+the results.
+
+    python experiments/battleship/reflection_search.py --out experiments/battleship/reflection-search
+    python experiments/battleship/reflection_search.py --taus 0.72,1.0 --cooldowns 3 \\
+        --train-seeds 2 --held-out-first 2 --held-out-seeds 2 --out /tmp/quick     # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from bsjax.battleship.harness import experiment
+from bsjax.battleship.harness.experiment import RunConfig
+from bsjax.core.files import read_jsonl, write_json_atomic, write_text_atomic
+from bsjax.core.stats import mcnemar_exact, paired_bootstrap
+
+Z_POWER = 1.959964 + 0.841621  # two-sided α = 0.05, power 0.8
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x.strip()]
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--taus", default="0.6,0.72,0.85,1.0", help="τ values (comma list)")
+    p.add_argument("--cooldowns", default="1,3,6", help="cooldown turns (comma list)")
+    p.add_argument("--min-deltas", default="0.01", help="δ_min values (comma list)")
+    p.add_argument("--train-seeds", type=int, default=100, help="training seed indices 0..N-1")
+    p.add_argument("--held-out-first", type=int, default=100, help="first held-out seed index")
+    p.add_argument("--held-out-seeds", type=int, default=300, help="held-out seed indices")
+    p.add_argument("--boards", default="all", help="all, or a list such as B01,B02")
+    p.add_argument("--sampler", default="particles")
+    p.add_argument("--particles", type=int, default=500)
+    p.add_argument("--run-seed", type=int, default=0)
+    p.add_argument("--batch-size", default="auto", help="games per batch, or auto")
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+    try:
+        args.taus, args.min_deltas = _floats(args.taus), _floats(args.min_deltas)
+        args.cooldowns = _ints(args.cooldowns)
+    except ValueError as err:
+        p.error(str(err))
+    try:
+        check_disjoint((0, args.train_seeds),
+                       (args.held_out_first, args.held_out_first + args.held_out_seeds))
+    except ValueError as err:
+        p.error(str(err))
+    return args
+
+
+def check_disjoint(train: tuple[int, int], held_out: tuple[int, int]) -> None:
+    """Refuse training and confirmation seed ranges `[lo, hi)` that are empty or overlap."""
+    (a, b), (c, d) = train, held_out
+    if a < 0 or c < 0 or b <= a or d <= c:
+        raise ValueError(f"empty or negative seed range: training {train}, held-out {held_out}")
+    if a < d and c < b:
+        raise ValueError(f"training seeds [{a}, {b}) and held-out seeds [{c}, {d}) overlap: "
+                         "a setting tuned on a game cannot be confirmed on it")
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    tau: float
+    cooldown: int
+    min_delta: float
+
+    @property
+    def id(self) -> str:
+        return f"tau={self.tau:g}_cooldown={self.cooldown}_mindelta={self.min_delta:g}"
+
+
+def _base(args, seeds: int, first_seed: int) -> RunConfig:
+    return RunConfig(agent="mra", sampler=args.sampler, particles=args.particles, seeds=seeds,
+                     boards=args.boards,
+                     first_seed=first_seed, run_seed=args.run_seed,
+                     batch_size=args.batch_size if args.batch_size == "auto"
+                     else int(args.batch_size))
+
+
+def _play(cfg: RunConfig, out: Path) -> dict[tuple[str, int], tuple[float, bool]]:
+    """Run (or resume) one setting; its games by (board, seed index) -> (F1, completed)."""
+    experiment.run(cfg, out, resume=True)
+    return {(g["board"], g["seed"]): (float(g["f1"]), bool(g["won"]))
+            for g in read_jsonl(out / "games.jsonl")}
+
+
+def compare(on: dict, off: dict) -> dict:
+    """Paired ΔF1 (on − off) and Δcompletion over the games both played."""
+    keys = sorted(set(on) & set(off))
+    f1_on, f1_off = (np.array([d[k][0] for k in keys]) for d in (on, off))
+    won_on, won_off = (np.array([d[k][1] for k in keys]) for d in (on, off))
+    mean, low, high = paired_bootstrap(f1_on, f1_off)
+    test = mcnemar_exact(won_on, won_off)
+    diff = f1_on - f1_off
+    se = float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else float("nan")
+    return {"games": len(keys), "f1_on": float(f1_on.mean()), "f1_off": float(f1_off.mean()),
+            "delta_f1": mean, "delta_f1_low": low, "delta_f1_high": high,
+            "completed_on": int(won_on.sum()), "completed_off": int(won_off.sum()),
+            "only_on_completed": test.only_a, "only_off_completed": test.only_b,
+            "delta_completion": test.difference, "mcnemar_p": test.p_value,
+            "detectable_delta_f1": Z_POWER * se}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    out = Path(args.out)
+    grid = [Setting(t, c, d) for t in args.taus for c in args.cooldowns for d in args.min_deltas]
+    train = _base(args, args.train_seeds, 0)
+    off = _play(dataclasses.replace(train, revision="off"), out / "search" / "revision-off")
+    rows = []
+    for i, setting in enumerate(grid, 1):
+        cfg = dataclasses.replace(train, revision="on", tau=setting.tau,
+                                  cooldown=setting.cooldown, min_delta=setting.min_delta)
+        row = {**dataclasses.asdict(setting), **compare(_play(cfg, out / "search" / setting.id),
+                                                         off)}
+        rows.append(row)
+        print(f"[{i}/{len(grid)}] {setting.id}: ΔF1 {row['delta_f1']:+.4f} "
+              f"[{row['delta_f1_low']:+.4f}, {row['delta_f1_high']:+.4f}]", file=sys.stderr)
+    fields = list(rows[0])
+    write_text_atomic(out / "search.csv", ",".join(fields) + "\n" + "".join(
+        ",".join(f"{r[f]:.6g}" if isinstance(r[f], float) else str(r[f]) for f in fields) + "\n"
+        for r in rows))
+    best = max(rows, key=lambda r: r["delta_f1"])
+    chosen = Setting(best["tau"], best["cooldown"], best["min_delta"])
+
+    held = _base(args, args.held_out_seeds, args.held_out_first)
+    confirm_off = _play(dataclasses.replace(held, revision="off"), out / "confirm" / "revision-off")
+    confirm_on = _play(dataclasses.replace(held, revision="on", tau=chosen.tau,
+                                           cooldown=chosen.cooldown, min_delta=chosen.min_delta),
+                       out / "confirm" / chosen.id)
+    result = {"chosen": dataclasses.asdict(chosen), "training": best,
+              "held_out": compare(confirm_on, confirm_off),
+              "train_seeds": [0, args.train_seeds],
+              "held_out_seeds": [args.held_out_first, args.held_out_first + args.held_out_seeds],
+              "grid_size": len(grid), "command": " ".join(["python"] + sys.argv)}
+    write_json_atomic(out / "confirm.json", result)
+    h = result["held_out"]
+    verdict = ("reflection pays: the held-out ΔF1 CI excludes zero on the positive side"
+               if h["delta_f1_low"] > 0 else
+               "no net-positive reflection policy confirmed on the held-out seeds")
+    print(json.dumps(result, indent=2))
+    print(f"{chosen.id}: held-out ΔF1 {h['delta_f1']:+.4f} [{h['delta_f1_low']:+.4f}, "
+          f"{h['delta_f1_high']:+.4f}] over {h['games']} games; smallest detectable "
+          f"{h['detectable_delta_f1']:.4f}; {verdict}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

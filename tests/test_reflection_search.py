@@ -1,0 +1,60 @@
+"""The reflection search never confirms on a game it was tuned on, and reports paired effects."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "experiments" / "battleship" / "reflection_search.py"
+spec = importlib.util.spec_from_file_location("reflection_search", SCRIPT)
+search = importlib.util.module_from_spec(spec)
+sys.modules["reflection_search"] = search  # its dataclasses look their module up by name
+spec.loader.exec_module(search)
+
+
+@pytest.mark.parametrize("train, held_out", [((0, 100), (99, 400)), ((0, 100), (0, 300)),
+                                             ((50, 60), (0, 51)), ((0, 0), (100, 400)),
+                                             ((0, 100), (100, 100))])
+def test_overlapping_or_empty_seed_ranges_are_refused(train, held_out):
+    with pytest.raises(ValueError):
+        search.check_disjoint(train, held_out)
+
+
+@pytest.mark.parametrize("train, held_out", [((0, 100), (100, 400)), ((200, 300), (0, 200))])
+def test_disjoint_seed_ranges_pass(train, held_out):
+    search.check_disjoint(train, held_out)
+
+
+def test_the_command_line_refuses_overlapping_seeds_before_playing(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        search.main(["--train-seeds", "100", "--held-out-first", "50", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "overlap" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compare_pairs_games_by_board_and_seed():
+    on = {("B01", 0): (0.6, True), ("B01", 1): (0.5, False), ("B02", 0): (0.4, True)}
+    off = {("B01", 1): (0.4, False), ("B01", 0): (0.5, False), ("B03", 0): (0.9, True)}
+    result = search.compare(on, off)
+    assert result["games"] == 2
+    assert result["delta_f1"] == pytest.approx(0.1)            # both pairs differ by +0.1
+    assert result["delta_f1_low"] == pytest.approx(0.1) and result["delta_f1_high"] == pytest.approx(0.1)
+    assert (result["only_on_completed"], result["only_off_completed"]) == (1, 0)
+
+
+@pytest.mark.slow
+def test_a_small_search_chooses_on_training_seeds_and_confirms_on_others(tmp_path):
+    out = tmp_path / "search"
+    assert search.main(["--taus", "0.72,1.0", "--cooldowns", "3", "--boards", "B01,B02",
+                        "--particles", "64", "--train-seeds", "2", "--held-out-first", "2",
+                        "--held-out-seeds", "2", "--out", str(out)]) == 0
+    result = json.loads((out / "confirm.json").read_text())
+    assert result["grid_size"] == 2 and result["held_out"]["games"] == 4
+    played = {json.loads(line)["seed"] for run in (out / "confirm").iterdir()
+              for line in (run / "games.jsonl").read_text().splitlines()}
+    assert played == {2, 3}
