@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
@@ -129,6 +130,10 @@ GILP_EPISODES = 4  # 4 tasks x 1 seed
 MPNN_PARAMS = 74_632  # the README's parameter count
 
 
+# The GILP notebook trains a backbone and compiles the simulator (about a minute even at its
+# small sizes); the code it walks through is tested in tests/gilp/, so it runs under -m slow
+# (docs/execute_notebooks.py executes it for the rendered copy in the docs).
+@pytest.mark.slow
 def test_gilp_notebook(tmp_path, monkeypatch):
     probe = f"""probe = {{
     "in_tmp": str(work).startswith({str(tmp_path)!r}), "bench": bench.name, "tasks": TASKS,
