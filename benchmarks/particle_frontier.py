@@ -36,11 +36,10 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from bsjax.battleship.game import rules  # noqa: E402
 from bsjax.battleship.harness import bench, experiment  # noqa: E402
 from bsjax.battleship.harness.loop import BatchRunner  # noqa: E402
 from bsjax.core.stats import mcnemar_exact, paired_bootstrap, wilson_interval  # noqa: E402
-
-SHIP_CELLS = 14
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -82,7 +81,7 @@ def measure_point(particles: int, sweeps: int, seeds: int, bench_games: int, rep
         specs, run_seed)
     play_seconds = time.perf_counter() - start
     speed = bench.bench(cfg, bench_games, repeats=repeats)
-    f1 = 2 * result.hits / (result.shots + SHIP_CELLS)
+    f1 = np.asarray(rules.f1_score(result.shots, result.hits, result.ship_cells))
     return {
         "particles": particles, "sweeps": sweeps, "games": len(specs),
         "games_id": [f"{g.board_id}/{g.seed_index}" for g in specs],

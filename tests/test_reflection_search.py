@@ -37,14 +37,28 @@ def test_the_command_line_refuses_overlapping_seeds_before_playing(tmp_path, cap
     assert list(tmp_path.iterdir()) == []
 
 
+def _game(board, seed, f1, won, shots=40):
+    return {"board": board, "seed": seed, "f1": f1, "won": won, "shots": shots,
+            "hits": 14 if won else 10, "questions": 8}
+
+
 def test_compare_pairs_games_by_board_and_seed():
-    on = {("B01", 0): (0.6, True), ("B01", 1): (0.5, False), ("B02", 0): (0.4, True)}
-    off = {("B01", 1): (0.4, False), ("B01", 0): (0.5, False), ("B03", 0): (0.9, True)}
+    on = [_game("B01", 0, 0.6, True), _game("B01", 1, 0.5, False), _game("B02", 0, 0.4, True)]
+    off = [_game("B01", 1, 0.4, False), _game("B01", 0, 0.5, False), _game("B03", 0, 0.9, True)]
     result = search.compare(on, off)
-    assert result["games"] == 2
+    assert result["n_paired"] == 2
     assert result["delta_f1"] == pytest.approx(0.1)            # both pairs differ by +0.1
     assert result["delta_f1_low"] == pytest.approx(0.1) and result["delta_f1_high"] == pytest.approx(0.1)
-    assert (result["only_on_completed"], result["only_off_completed"]) == (1, 0)
+    assert (result["only_row_completed"], result["only_baseline_completed"]) == (1, 0)
+    assert (result["f1_on"], result["f1_off"]) == (pytest.approx(0.55), pytest.approx(0.45))
+    assert (result["completed_on"], result["completed_off"]) == (1, 0)
+    assert result["detectable_delta_f1"] == pytest.approx(0.0)  # the two differences are equal
+
+
+def test_a_setting_that_never_revised_plays_revision_offs_games():
+    off = [_game("B01", 0, 0.5, False), _game("B01", 1, 0.7, True)]
+    assert search.same_games(list(reversed(off)), off)
+    assert not search.same_games([_game("B01", 0, 0.5, False, shots=39)], off)
 
 
 @pytest.mark.slow
@@ -54,7 +68,7 @@ def test_a_small_search_chooses_on_training_seeds_and_confirms_on_others(tmp_pat
                         "--particles", "64", "--train-seeds", "2", "--held-out-first", "2",
                         "--held-out-seeds", "2", "--out", str(out)]) == 0
     result = json.loads((out / "confirm.json").read_text())
-    assert result["grid_size"] == 2 and result["held_out"]["games"] == 4
+    assert result["grid_size"] == 2 and result["held_out"]["n_paired"] == 4
     played = {json.loads(line)["seed"] for run in (out / "confirm").iterdir()
               for line in (run / "games.jsonl").read_text().splitlines()}
     assert played == {2, 3}

@@ -30,10 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bsjax.battleship.harness import experiment
+from bsjax.battleship.harness import experiment, summaries
 from bsjax.battleship.harness.experiment import RunConfig
-from bsjax.core.files import read_jsonl, write_json_atomic, write_text_atomic
-from bsjax.core.stats import mcnemar_exact, paired_bootstrap
+from bsjax.core.files import read_run_jsonl, write_json_atomic, write_text_atomic
 
 Z_POWER = 1.959964 + 0.841621  # two-sided α = 0.05, power 0.8
 
@@ -103,27 +102,34 @@ def _base(args, seeds: int, first_seed: int) -> RunConfig:
                      else int(args.batch_size))
 
 
-def _play(cfg: RunConfig, out: Path) -> dict[tuple[str, int], tuple[float, bool]]:
-    """Run (or resume) one setting; its games by (board, seed index) -> (F1, completed)."""
+def _play(cfg: RunConfig, out: Path) -> list[dict]:
+    """Run (or resume) one setting; its game rows."""
     experiment.run(cfg, out, resume=True)
-    return {(g["board"], g["seed"]): (float(g["f1"]), bool(g["won"]))
-            for g in read_jsonl(out / "games.jsonl")}
+    return read_run_jsonl(out, "games.jsonl")
 
 
-def compare(on: dict, off: dict) -> dict:
-    """Paired ΔF1 (on − off) and Δcompletion over the games both played."""
-    keys = sorted(set(on) & set(off))
-    f1_on, f1_off = (np.array([d[k][0] for k in keys]) for d in (on, off))
-    won_on, won_off = (np.array([d[k][1] for k in keys]) for d in (on, off))
-    mean, low, high = paired_bootstrap(f1_on, f1_off)
-    test = mcnemar_exact(won_on, won_off)
-    diff = f1_on - f1_off
-    se = float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else float("nan")
-    return {"games": len(keys), "f1_on": float(f1_on.mean()), "f1_off": float(f1_off.mean()),
-            "delta_f1": mean, "delta_f1_low": low, "delta_f1_high": high,
-            "completed_on": int(won_on.sum()), "completed_off": int(won_off.sum()),
-            "only_on_completed": test.only_a, "only_off_completed": test.only_b,
-            "delta_completion": test.difference, "mcnemar_p": test.p_value,
+def _outcome(game: dict) -> tuple:
+    return game["shots"], game["hits"], game["questions"], game["won"]
+
+
+def same_games(rows: list[dict], other: list[dict]) -> bool:
+    """Whether two runs played every shared game identically (a gate that never opened)."""
+    return all(_outcome(a) == _outcome(b) for a, b in summaries.paired_games(rows, other))
+
+
+def compare(on: list[dict], off: list[dict]) -> dict:
+    """Revision on against off over the games both played: `summaries.compare_paired` (ΔF1 with
+    its bootstrap CI, the discordant completions, McNemar's p), both rows' means, and the
+    smallest ΔF1 these pairs could detect."""
+    pairs = summaries.paired_games(on, off)
+    differences = np.array([float(a["f1"]) - float(b["f1"]) for a, b in pairs])
+    se = (float(differences.std(ddof=1) / math.sqrt(len(differences)))
+          if len(differences) > 1 else float("nan"))
+    return {**summaries.compare_paired(on, off),
+            "f1_on": float(np.mean([float(a["f1"]) for a, _ in pairs])),
+            "f1_off": float(np.mean([float(b["f1"]) for _, b in pairs])),
+            "completed_on": sum(bool(a["won"]) for a, _ in pairs),
+            "completed_off": sum(bool(b["won"]) for _, b in pairs),
             "detectable_delta_f1": Z_POWER * se}
 
 
@@ -139,7 +145,8 @@ def main(argv=None) -> int:
                                   cooldown=setting.cooldown, min_delta=setting.min_delta)
         games = _play(cfg, out / "search" / setting.id)
         # A setting whose gate never opens plays revision off's games exactly: not a policy.
-        row = {**dataclasses.asdict(setting), **compare(games, off), "revises": games != off}
+        row = {**dataclasses.asdict(setting), **compare(games, off),
+               "revises": not same_games(games, off)}
         rows.append(row)
         print(f"[{i}/{len(grid)}] {setting.id}: ΔF1 {row['delta_f1']:+.4f} "
               f"[{row['delta_f1_low']:+.4f}, {row['delta_f1_high']:+.4f}]", file=sys.stderr)
@@ -171,7 +178,7 @@ def main(argv=None) -> int:
                "no net-positive reflection policy confirmed on the held-out seeds")
     print(json.dumps(result, indent=2))
     print(f"{chosen.id}: held-out ΔF1 {h['delta_f1']:+.4f} [{h['delta_f1_low']:+.4f}, "
-          f"{h['delta_f1_high']:+.4f}] over {h['games']} games; smallest detectable "
+          f"{h['delta_f1_high']:+.4f}] over {h['n_paired']} games; smallest detectable "
           f"{h['detectable_delta_f1']:.4f}; {verdict}", file=sys.stderr)
     return 0
 
