@@ -424,3 +424,23 @@ def test_sweep_command(tmp_path, capsys):
     assert (out / "sweep.png").read_bytes().startswith(PNG)
     header = (out / "table.csv").read_text().splitlines()[0]
     assert header.startswith("tau,id,")
+
+
+def test_a_row_named_against_another_is_paired_with_it(tmp_path):
+    path = tmp_path / "rows.toml"
+    path.write_text("[[rows]]\nid = 'wma'\nagent = 'wma'\n[[rows]]\nid = 'mra'\nagent = 'mra'\n"
+                    "[[rows]]\nid = 'wma-on'\nagent = 'wma-reflective'\nagent_note = 1\n")
+    with pytest.raises(UsageError, match="unknown setting"):
+        study_lib.load_toml(path)
+    path.write_text(path.read_text().replace("agent_note = 1", "against = 'wma'"))
+    study = study_lib.load_toml(path)
+    assert study.rows[2].against == "wma" and study.to_json()["rows"][2]["against"] == "wma"
+    assert "against" not in study.to_json()["rows"][0]  # unchanged identity of older studies
+    adjacent = tables.pairing({"rows": [dict(r, games=[1]) for r in study.to_json()["rows"]]},
+                              paired="adjacent")
+    assert adjacent == {"mra": "wma", "wma-on": "wma"}
+    for bad in ("'nope'", "'wma-on'"):
+        path.write_text(path.read_text().replace("against = 'wma'", f"against = {bad}"))
+        with pytest.raises(UsageError, match="against must name another row"):
+            study_lib.load_toml(path)
+        path.write_text(path.read_text().replace(f"against = {bad}", "against = 'wma'"))

@@ -8,9 +8,11 @@ from bsjax.battleship.agents.bayes import BayesAgent
 from bsjax.battleship.agents.lm_only import LMOnlyAgent
 from bsjax.battleship.agents.mra import MRAAgent, MRALLMAgent
 from bsjax.battleship.agents.wma import WMAAgent
+from bsjax.battleship.agents.wma_reflective import WMAReflectiveAgent
 
 AGENTS = {"random": RandomAgent, "greedy": GreedyAgent, "wma": WMAAgent, "bayes": BayesAgent,
-          "mra": MRAAgent, "mra-llm": MRALLMAgent, "lm-only": LMOnlyAgent}
+          "mra": MRAAgent, "mra-llm": MRALLMAgent, "lm-only": LMOnlyAgent,
+          "wma-reflective": WMAReflectiveAgent}
 
 
 def register_agent(cls, name: str | None = None):
@@ -33,4 +35,5 @@ def make_agent(name: str, config, **options):
 
 
 __all__ = ["AGENTS", "BayesAgent", "GreedyAgent", "LMOnlyAgent", "MRAAgent", "MRALLMAgent",
-           "RandomAgent", "WMAAgent", "best_shot", "make_agent", "register_agent"]
+           "RandomAgent", "WMAAgent", "WMAReflectiveAgent", "best_shot", "make_agent",
+           "register_agent"]

@@ -17,6 +17,7 @@ Definitions come from code (`paper_study`, `sweep_study`) or from TOML files (`e
     layer = "L1"
     label = "greedy + MCMC (belief only)"
     agent = "greedy"
+    against = "B2"                  # optional: with --paired adjacent, compare with this row
     [sweep]                         # sweep: one row per value
     param = "tau"
     values = "0:1:0.05"             # lo:hi:step (both ends included) or a list
@@ -47,6 +48,7 @@ class Row:
     layer: str = ""
     overrides: tuple[tuple[str, Any], ...] = ()
     needs_llm: bool = False   # skipped (and said so in the table) when the base has --llm none
+    against: str | None = None  # `--paired adjacent` compares the row with this one, not the above
 
     def config(self, base: RunConfig) -> RunConfig:
         overrides = dict(self.overrides)
@@ -55,8 +57,9 @@ class Row:
         return dataclasses.replace(base, **overrides)
 
     def to_json(self) -> dict:
-        return {"id": self.id, "label": self.label, "layer": self.layer,
-                "overrides": dict(self.overrides), "needs_llm": self.needs_llm}
+        out = {"id": self.id, "label": self.label, "layer": self.layer,
+               "overrides": dict(self.overrides), "needs_llm": self.needs_llm}
+        return out if self.against is None else dict(out, against=self.against)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,7 +191,7 @@ def sweep_study(base: RunConfig, param: str, values: str | list) -> Study:
 
 # --- TOML ---------------------------------------------------------------------------------------
 
-ROW_KEYS = ("id", "label", "layer", "needs_llm")
+ROW_KEYS = ("id", "label", "layer", "needs_llm", "against")
 
 
 def _config_fields(table: dict, where: str) -> dict:
@@ -231,7 +234,7 @@ def load_toml(path: str | Path, overrides: dict | None = None) -> Study:
             fields = _config_fields(entry, f"{path.name} row {meta_keys['id']}")
             rows.append(Row(meta_keys["id"], meta_keys.get("label", meta_keys["id"]),
                             meta_keys.get("layer", ""), tuple(fields.items()),
-                            bool(meta_keys.get("needs_llm", False))))
+                            bool(meta_keys.get("needs_llm", False)), meta_keys.get("against")))
         if not rows:
             rows = list(paper_study(base).rows)
         ids = [r.id for r in rows]
@@ -250,11 +253,16 @@ def load_toml(path: str | Path, overrides: dict | None = None) -> Study:
 # --- running ------------------------------------------------------------------------------------
 
 def check_baseline(study: Study, where: str = "") -> None:
-    """The study's baseline, if it names one, is one of its rows. Raises UsageError."""
+    """The study's baseline and each row's `against`, where named, are other rows of the study.
+    Raises UsageError."""
     ids = [row.id for row in study.rows]
     if study.baseline is not None and study.baseline not in ids:
         raise UsageError(f"{where}unknown baseline row {study.baseline!r} "
                          f"(rows: {', '.join(ids)})")
+    for row in study.rows:
+        if row.against is not None and (row.against not in ids or row.against == row.id):
+            raise UsageError(f"{where}row {row.id}: against must name another row "
+                             f"(got {row.against!r}; rows: {', '.join(ids)})")
 
 
 def validate(study: Study) -> None:

@@ -85,7 +85,7 @@ def view_confidence(run: dict, game: str | None) -> dict:
     if not any("confidence" in e for e in run["events"] if e.get("kind") != "llm"):
         raise LensError("this run has no reflective trace (agent without a runtime)")
     tau = run["config"].get("tau")
-    tau = 0.72 if tau is None and run["config"].get("agent") == "mra" else (tau or 1.0)
+    tau = 0.72 if tau is None and run["config"].get("agent") in ("mra", "wma-reflective") else (tau or 1.0)
     if not game:
         per_game = defaultdict(list)
         for e in run["events"]:

@@ -96,8 +96,9 @@ def pairing(data: dict, baseline: str | None = None, paired: str = "baseline") -
         data: a study or run, as `load` gives it.
         baseline: the row every other row is compared with (default: the study's baseline, if it
             names one).
-        paired: one of PAIRED_MODES. With "adjacent" each row is compared with the nearest row
-            above it that has games (a skipped or unplayed row is passed over).
+        paired: one of PAIRED_MODES. With "adjacent" each row is compared with the row its
+            study names as `against`, else the nearest row above it that has games (a skipped or
+            unplayed row is passed over).
 
     Raises:
         ReportError: an unknown mode, a baseline with another mode, or a baseline that is not a
@@ -112,7 +113,9 @@ def pairing(data: dict, baseline: str | None = None, paired: str = "baseline") -
     if paired == "adjacent":
         out, above = {}, None
         for row in data["rows"]:
-            if above is not None:
+            if row.get("against"):
+                out[row["id"]] = row["against"]
+            elif above is not None:
                 out[row["id"]] = above
             if row["games"]:
                 above = row["id"]
