@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
 import sys
@@ -66,9 +67,29 @@ def test_a_small_search_chooses_on_training_seeds_and_confirms_on_others(tmp_pat
     out = tmp_path / "search"
     assert search.main(["--taus", "0.72,1.0", "--cooldowns", "3", "--boards", "B01,B02",
                         "--particles", "64", "--train-seeds", "2", "--held-out-first", "2",
-                        "--held-out-seeds", "2", "--out", str(out)]) == 0
+                        "--held-out-seeds", "2", "--preset-sets",
+                        "coarse_roi_collapse;cluster_closeout_bias,late_diffuse_reprobe",
+                        "--out", str(out)]) == 0
     result = json.loads((out / "confirm.json").read_text())
     assert result["grid_size"] == 2 and result["held_out"]["n_paired"] == 4
+    assert result["preset_sets"] == 2
+    with open(out / "search.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["stage"] for r in rows] == ["grid", "grid", "presets", "presets"]
+    assert rows[3]["presets"] == "cluster_closeout_bias,late_diffuse_reprobe"
+    setting = search.Setting(float(rows[3]["tau"]), 3, 0.01, rows[3]["presets"])
+    assert (out / "search" / setting.id).is_dir()
     played = {json.loads(line)["seed"] for run in (out / "confirm").iterdir()
               for line in (run / "games.jsonl").read_text().splitlines()}
     assert played == {2, 3}
+
+
+def test_preset_sets_are_every_proper_subset_or_a_list():
+    subsets = search.preset_sets("subsets")
+    assert len(subsets) == 6 and "coarse_roi_collapse,late_diffuse_reprobe" in subsets
+    assert search.preset_sets("none") == []
+    assert search.preset_sets("cluster_closeout_bias; coarse_roi_collapse") == [
+        "cluster_closeout_bias", "coarse_roi_collapse"]
+    with pytest.raises(ValueError, match="unknown preset"):
+        search.preset_sets("closeout")
+    assert search.Setting(0.85, 1, 0.01, "a,b").id == "tau=0.85_cooldown=1_mindelta=0.01_presets=a+b"

@@ -992,3 +992,12 @@ def test_mode_pools_are_the_spec_lists():
         pools = mode_pools(first_n)
         for mode in (COARSE, LOCAL, LATE):
             assert list(np.flatnonzero(pools[mode])) == lists[mode]
+
+
+def test_choosing_presets_keeps_table_order():
+    assert presets_lib.choose("all") is PAPER_PRESETS
+    chosen = presets_lib.choose("cluster_closeout_bias, coarse_roi_collapse")
+    assert [p.kind for p in chosen] == ["coarse_roi_collapse", "cluster_closeout_bias"]
+    for bad in ("", "closeout", "coarse_roi_collapse,coarse_roi_collapse"):
+        with pytest.raises(ValueError):
+            presets_lib.choose(bad)

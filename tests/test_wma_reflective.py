@@ -16,6 +16,7 @@ from bsjax.battleship.harness import experiment
 from bsjax.battleship.harness.experiment import RunConfig, game_list
 from bsjax.battleship.harness.loop import game_keys
 from bsjax.battleship.harness.play import play
+from bsjax.battleship.runtime import presets as presets_lib
 from bsjax.battleship.runtime.record import COARSE, LATE, LOCAL
 
 
@@ -83,3 +84,18 @@ def test_revision_on_revises_and_changes_the_games(wma_games):
     assert not np.any(revision == 1)
     turns = min(records.kind.shape[0], wma_records.kind.shape[0])
     assert np.any(records.cell[:turns] != wma_records.cell[:turns])
+
+
+def test_a_preset_subset_revises_only_with_its_presets():
+    _, records = _play("mra", revision="on", tau=0.95, cooldown=1, presets="coarse_roi_collapse")
+    revision = records.extras["revision"][records.active]
+    assert np.any(revision >= 0) and set(revision[revision >= 0].tolist()) == {0}
+    assert "delta_coarse_roi_collapse" in records.extras
+    assert "delta_cluster_closeout_bias" not in records.extras
+
+
+def test_events_name_a_revision_by_its_index_in_the_papers_table():
+    agent = make_agent("mra", PAPER, presets=presets_lib.choose("cluster_closeout_bias"))
+    record = agent.init_state().replace(revised_now=jnp.bool_(True), last_kind=jnp.int32(0))
+    assert int(agent.trace(record)["revision"]) == 2
+    assert int(agent.trace(record.replace(revised_now=jnp.bool_(False)))["revision"]) == -1

@@ -35,6 +35,8 @@ GAME_FLAGS = (
     ("--revision", str, "MRA symbolic revision: on | off (default on)"),
     ("--cooldown", int, "MRA: turns after a revision before the gate may reopen (default 3)"),
     ("--min-delta", float, "MRA: the preview Δ a revision must beat, δ_min (default 0.01)"),
+    ("--presets", str, "MRA: revision presets the gate may apply: all, or kinds such as "
+     "coarse_roi_collapse,cluster_closeout_bias (default all)"),
     ("--variant", str, "MRA: paper (faithful) | improved (default paper)"),
     ("--run-seed", int, "base seed of the JAX keys (default 0)"),
     ("--llm", str, "LLM of mra-llm and lm-only: local (embedded Gemma 3 270M) | ollama | "

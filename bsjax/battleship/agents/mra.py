@@ -138,6 +138,14 @@ class MRAAgent(Agent):
                         question_bits=sim.template_bits()[question])
         return action, p[best], record
 
+    def kind_ids(self) -> jnp.ndarray:
+        """`[K]` int32 each preset's index in the paper's table (what events and the lens name),
+        so a run with a subset of the presets records the same ids; a preset of the user's own
+        gets an id past the paper's."""
+        return jnp.asarray([presets_lib.KINDS.index(p.kind) if p.kind in presets_lib.KINDS
+                            else len(presets_lib.KINDS) + i for i, p in enumerate(self.presets)],
+                           jnp.int32)
+
     def trace(self, record: ReflectiveRecord) -> dict:
         """Per-turn scalars for events.jsonl and `bsjax lens --view confidence`."""
         out = {
@@ -148,7 +156,8 @@ class MRAAgent(Agent):
             "calibration_error_ema": record.calibration_error_ema,
             "streak": record.low_confidence_streak, "cooldown": record.cooldown,
             "next_kind": record.next_kind, "next_delta": record.next_delta,
-            "revision": jnp.where(record.revised_now, record.last_kind, -1).astype(jnp.int32),
+            "revision": jnp.where(record.revised_now, self.kind_ids()[record.last_kind],
+                                  -1).astype(jnp.int32),
             "question_mode": record.question_mode, "policy_mode": record.policy.mode,
             "coarse_budget": record.policy.budgets[0], "local_budget": record.policy.budgets[1],
             "late_budget": record.policy.budgets[2],

@@ -27,6 +27,7 @@ from bsjax.battleship.game.suites import BoardError
 from bsjax.battleship.harness import llm_setup, memory, summaries
 from bsjax.battleship.harness.loop import BatchRunner, GameSpec, Player
 from bsjax.battleship.harness.summaries import summarize_llm_events
+from bsjax.battleship.runtime import presets as presets_lib
 from bsjax.core.errors import UsageError
 from bsjax.core.files import read_jsonl
 
@@ -52,6 +53,7 @@ class RunConfig:
     revision: str = "on"               # MRA: on | off
     cooldown: int = 3                  # MRA: turns after a revision before the gate may reopen
     min_delta: float = 0.01            # MRA: δ_min, the preview Δ a revision must beat
+    presets: str = "all"               # MRA: the revision presets the gate may apply ("all", a,b)
     variant: str = "paper"             # MRA: paper | improved
     run_seed: int = 0
     random_boards: int = 18
@@ -105,6 +107,13 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
         raise UsageError(f"--cooldown must lie in 0..100 (got {cfg.cooldown})")
     if not 0.0 <= cfg.min_delta <= 1.0:
         raise UsageError(f"--min-delta must lie in [0, 1] (got {cfg.min_delta})")
+    try:
+        chosen = presets_lib.choose(cfg.presets)
+    except ValueError as err:
+        raise UsageError(f"--presets: {err}") from None
+    if chosen != presets_lib.PAPER_PRESETS and cfg.agent not in ("mra", "wma-reflective"):
+        raise UsageError(f"--presets applies to the symbolic runtime (mra, wma-reflective), "
+                         f"not {cfg.agent!r}: an LLM revision may choose any preset")
     if cfg.revision not in ("on", "off"):
         raise UsageError(f"--revision must be on or off (got {cfg.revision!r})")
     if cfg.variant not in ("paper", "improved"):
@@ -153,7 +162,8 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
 
 def make_player(cfg: RunConfig, game_config: GameConfig) -> Player:
     options = {"revision": cfg.revision == "on", "variant": cfg.variant,
-               "cooldown": cfg.cooldown, "min_delta": cfg.min_delta}
+               "cooldown": cfg.cooldown, "min_delta": cfg.min_delta,
+               "presets": presets_lib.choose(cfg.presets)}
     if cfg.tau is not None:
         options["tau"] = cfg.tau
     agent = agents_lib.make_agent(cfg.agent, game_config, **options)

@@ -299,8 +299,9 @@ def prepare(study: Study, out: Path, resume: bool) -> None:
 
 
 def _identity(study_json: dict) -> dict:
-    base = {k: v for k, v in study_json["base"].items()
-            if k not in experiment.PLACEMENT_FIELDS}
+    # Defaults fill fields added since the study was written (as a run's identity does).
+    full = {**dataclasses.asdict(RunConfig()), **experiment.LEGACY_FIELDS, **study_json["base"]}
+    base = {k: v for k, v in full.items() if k not in experiment.PLACEMENT_FIELDS}
     return {"kind": study_json["kind"], "param": study_json.get("param"), "base": base,
             "rows": study_json["rows"]}
 

@@ -83,6 +83,25 @@ PAPER_PRESETS = (
 KINDS = tuple(p.kind for p in PAPER_PRESETS)
 
 
+def choose(spec: str) -> tuple[Preset, ...]:
+    """The paper presets named in `spec` ("all", or kinds separated by commas), in table order.
+
+    Table order keeps selection's tie-break, and keeps the one loose preset (the coarse collapse)
+    first, where the positive-preview exception (`signals.COARSE_KIND`) looks for it; a subset
+    without it has no loose preset, so the exception never applies. Raises ValueError.
+    """
+    if spec == "all":
+        return PAPER_PRESETS
+    wanted = [k.strip() for k in spec.split(",") if k.strip()]
+    unknown = [k for k in wanted if k not in KINDS]
+    if unknown or not wanted:
+        raise ValueError(f"unknown preset(s) {', '.join(unknown) or repr(spec)} "
+                         f"(choose all or from {', '.join(KINDS)})")
+    if len(set(wanted)) != len(wanted):
+        raise ValueError(f"a preset is named twice in {spec!r}")
+    return tuple(p for p in PAPER_PRESETS if p.kind in wanted)
+
+
 def candidates(presets, record: ReflectiveRecord, context: GateContext,
                min_delta: float = MIN_DELTA) -> jnp.ndarray:
     """`[K]` bool: eligible and passing the Δ rule (Δ from the decision-time preview)."""
