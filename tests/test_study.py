@@ -4,6 +4,7 @@ figures, resume and bad input."""
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import math
 import shutil
@@ -16,6 +17,7 @@ from bsjax.battleship.harness import study as study_lib
 from bsjax.battleship.harness.experiment import RunConfig
 from bsjax.battleship.report import tables
 from bsjax.core.errors import UsageError
+from bsjax.core.files import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -444,3 +446,17 @@ def test_a_row_named_against_another_is_paired_with_it(tmp_path):
         with pytest.raises(UsageError, match="against must name another row"):
             study_lib.load_toml(path)
         path.write_text(path.read_text().replace(f"against = {bad}", "against = 'wma'"))
+
+
+def test_a_study_kept_gzipped_reports_as_the_plain_one(tmp_path):
+    _fake_study(tmp_path / "s", {"B3": OFF, "B4": ON}, baseline="B3")
+    plain = tables.table(tables.load(tmp_path / "s"), {"B4": "B3"})
+    for row_id in ("B3", "B4"):
+        games = tmp_path / "s" / "runs" / row_id / "games.jsonl"
+        (games.parent / "games.jsonl.gz").write_bytes(gzip.compress(games.read_bytes()))
+        games.unlink()
+    packed = tables.table(tables.load(tmp_path / "s"), {"B4": "B3"})
+    assert packed == plain
+    assert {r["id"]: r["n_paired"] for r in packed}["B4"] == 4
+    # A run resumes from its plain file only: the gzipped copy is for reading.
+    assert read_jsonl(tmp_path / "s" / "runs" / "B4" / "games.jsonl") == []

@@ -6,6 +6,7 @@ temporary name, then rename), and a reader treats a torn last line as the interr
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from collections.abc import Callable
@@ -43,8 +44,9 @@ def read_jsonl(path: Path, stop_at_torn: bool = False) -> list[dict]:
     path = Path(path)
     if not path.exists():
         return []
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
     rows = []
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError:
@@ -64,9 +66,16 @@ def run_parts(run_dir: Path) -> list[Path]:
 
 
 def read_run_jsonl(run_dir: Path, name: str, stop_at_torn: bool = False) -> list[dict]:
-    """`name` (games.jsonl / events.jsonl) of a run, merged over its processes."""
+    """`name` (games.jsonl / events.jsonl) of a run, merged over its processes; where only a
+    gzipped copy (`name.gz`, how large finished runs are kept in a repository) exists, that one.
+    For reports: resuming a run reads the plain file only."""
+    def source(part: Path) -> Path:
+        plain = part / name
+        packed = part / f"{name}.gz"
+        return packed if not plain.exists() and packed.exists() else plain
+
     return [row for part in run_parts(run_dir)
-            for row in read_jsonl(part / name, stop_at_torn)]
+            for row in read_jsonl(source(part), stop_at_torn)]
 
 
 def read_run_json(run_dir: Path) -> dict:
