@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from bsjax.battleship.belief import constraints, generator, moves
+from bsjax.battleship.belief import constraints, generator, moves, repair
 from bsjax.battleship.belief.base import Sampler
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import refrng
@@ -25,7 +25,6 @@ from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.types import Observations
 
 BOARD_SEED_OFFSET = 20000
-REPAIR_BLOCK = 256
 # MH steps per loop iteration: XLA fuses across the unrolled steps and pays the loop's
 # per-iteration cost once per UNROLL steps (1.25-1.3x faster refresh on CPU, same draws).
 UNROLL = 5
@@ -94,9 +93,11 @@ class ChainSampler(Sampler):
         state = self._repair(state, obs)
         k_burn, k_collect = jax.random.split(key)
         log_post = self._log_post(state.board, obs)
+        # The evidence is fixed for the whole refresh: its move tables are built once.
+        tables = moves.move_tables(self.config, state.board, obs)
 
         def run(carry, keys):
-            return lax.scan(lambda c, k: (self._mh_step(k, c, obs), None), carry, keys,
+            return lax.scan(lambda c, k: (self._mh_step(k, c, obs, tables), None), carry, keys,
                             unroll=UNROLL)[0]
 
         carry = (state.board, log_post, state.stream)
@@ -152,34 +153,12 @@ class ChainSampler(Sampler):
         sample_ok = jax.vmap(ok)(state.samples)
         first = jnp.argmax(sample_ok)
         use_sample = ~board_ok & sample_ok[first]
-
-        # generateBoard(seed), generateBoard(seed + 1), ... is tried in blocks of REPAIR_BLOCK
-        # seeds at once; taking the first consistent board of the first block that has one gives
-        # exactly the sequential search's board and seed counter, in ~1/REPAIR_BLOCK the steps.
-        block = min(REPAIR_BLOCK, self.repair_tries)
-        offsets = jnp.arange(block, dtype=jnp.int32)
-
-        def need_generate(carry):
-            _, _, found, tries = carry
-            return ~found & (tries < self.repair_tries)
-
-        def generate(carry):
-            board, seed, _, tries = carry
-            boards, _ = jax.vmap(lambda s: generator.reference_board(cfg, obs.ship_lengths, s))(
-                seed + offsets)
-            usable = jax.vmap(ok)(boards) & (tries + offsets < self.repair_tries)
-            found = jnp.any(usable)
-            hit = jnp.argmax(usable).astype(jnp.int32)
-            used = jnp.where(found, hit + 1,
-                             jnp.minimum(block, self.repair_tries - tries)).astype(jnp.int32)
-            return (jnp.where(found, boards[hit], board), seed + used, found, tries + used)
-
-        start_found = board_ok | use_sample
-        board, seed, _, _ = lax.while_loop(
-            need_generate, generate,
-            (state.board, state.board_seed, start_found, jnp.int32(0)))
-        board = jnp.where(use_sample, state.samples[first], board)
-        return state.replace(board=board, board_seed=seed)
+        found, generated, used = repair.first_consistent_board(
+            cfg, self.repair_tries, ~board_ok & ~use_sample, state.board_seed, obs.ship_lengths,
+            obs)
+        board = jnp.where(use_sample, state.samples[first],
+                          jnp.where(found, generated, state.board))
+        return state.replace(board=board, board_seed=state.board_seed + used)
 
     def _draw_int(self, stream, word, m):
         """An integer in [0, m): from the reference stream, or from a uniform uint32 word."""
@@ -187,25 +166,31 @@ class ChainSampler(Sampler):
             return refrng.jax_next_int(stream, m)
         return stream, refrng.u32_times_int_high(word, m)
 
-    def _mh_step(self, words, carry, obs: Observations):
+    def _mh_step(self, words, carry, obs: Observations, tables: moves.MoveTables):
         """One single-ship MH move with the reference's enumeration-time shot check.
 
-        `words` is `[3]` uint32 randomness (ignored in reference mode)."""
+        `words` is `[3]` uint32 randomness (ignored in reference mode); `tables` are the move
+        tables of `obs`."""
         board, log_post, stream = carry
         cfg = self.config
         k_ship, k_place, k_accept = words[0], words[1], words[2]
         stream, ship = self._draw_int(stream, k_ship, jnp.int32(board.shape[0]))
-        pool = moves.move_pool(cfg, board, ship, obs, mask_misses=False)
-        pool_size = jnp.sum(pool.pool, dtype=jnp.int32)
+        ship_bits = spans_lib.spans_bits(cfg, board)                               # [S, W]
+        pool = moves.pool_words(cfg, tables, board, ship, ship_bits, obs)           # [Kw]
+        pool_size = jnp.sum(jnp.bitwise_count(pool), dtype=jnp.int32)
         has_pool = pool_size > 0
 
         new_stream, pick = self._draw_int(stream, k_place, pool_size)
         stream = jnp.where(has_pool, new_stream, stream)
-        index = moves.nth_true(pool.pool, pick)
-        proposal = board.at[ship].set(pool.candidates[index])
-        # The proposal's bitboards from the pool's own rows: no span-table lookup per ship.
-        proposal_bits = pool.ship_bits.at[ship].set(pool.candidate_bits[index])
-        new_log_post = constraints.log_posterior(cfg, proposal_bits, obs, self.log_dtype)
+        span_table = spans_lib.table_for(cfg)
+        length = spans_lib.span_lengths(cfg, board[ship])
+        count = jnp.asarray(span_table.count)[length]
+        candidate = (jnp.asarray(span_table.offset, jnp.int32)[length]
+                     + jnp.minimum(moves.nth_set_bit(pool, pick), count - 1))
+        proposal = board.at[ship].set(candidate)
+        proposal_bits = ship_bits.at[ship].set(spans_lib.spans_bits(cfg, candidate))
+        truth = constraints.placement_truth(cfg, tables.question_mask, proposal)
+        new_log_post = constraints.log_posterior(cfg, proposal_bits, obs, self.log_dtype, truth)
 
         finite_new = jnp.isfinite(new_log_post)
         finite_cur = jnp.isfinite(log_post)

@@ -59,12 +59,20 @@ def violations(config: GameConfig, ship_bits: jnp.ndarray, obs: Observations) ->
     return count
 
 
-def log_target(config: GameConfig, spans: jnp.ndarray, obs: Observations) -> jnp.ndarray:
-    """`[]` float32 answer log-likelihood minus PENALTY per violated shot cell."""
+def log_target(config: GameConfig, spans: jnp.ndarray, obs: Observations,
+               question_masks: jnp.ndarray | None = None) -> jnp.ndarray:
+    """`[]` float32 answer log-likelihood minus PENALTY per violated shot cell.
+
+    `question_masks` (`constraints.span_question_masks(config, obs)`), when given, replaces the
+    placement's S x Q bitboard intersections by an OR of S table rows (same value)."""
     ship_bits = spans_lib.spans_bits(config, spans)
     board = bitboard.union(ship_bits, axis=0)
-    return (constraints.answer_log_likelihood(config, board, obs)
-            - PENALTY * violations(config, ship_bits, obs).astype(jnp.float32))
+    if question_masks is None:
+        log_likelihood = constraints.answer_log_likelihood(config, board, obs)
+    else:
+        truth = constraints.placement_truth(config, question_masks, spans)
+        log_likelihood = constraints.sum_answer_terms(config, truth, obs)
+    return log_likelihood - PENALTY * violations(config, ship_bits, obs).astype(jnp.float32)
 
 
 def systematic_resample(key: jax.Array, log_weights: jnp.ndarray) -> jnp.ndarray:
@@ -117,7 +125,8 @@ class ParticleSampler(Sampler):
 
     def _reweight(self, key: jax.Array, state: ParticleState, obs: Observations) -> ParticleState:
         """Multiply weights by target(obs) / target(previous evidence); resample if ESS < P/2."""
-        targets = jax.vmap(lambda s: log_target(self.config, s, obs))(state.spans)
+        masks = constraints.span_question_masks(self.config, obs)
+        targets = jax.vmap(lambda s: log_target(self.config, s, obs, masks))(state.spans)
         log_weights = state.log_weights + (targets - state.log_target)
         log_weights = log_weights - jnp.max(log_weights)
         weights = jnp.exp(log_weights)
@@ -169,18 +178,20 @@ class ParticleSampler(Sampler):
                     sweeps: int) -> ParticleState:
         n_steps = sweeps * self.config.n_ships
         words = jax.random.bits(key, (n_steps, self.n_particles, 4), jnp.uint32)
+        masks = constraints.span_question_masks(self.config, obs)  # fixed while the particles move
 
         def step(carry, w):
             spans, target = carry
-            spans, target = jax.vmap(lambda s, t, ww: self._mh_step(ww, s, t, obs))(
+            spans, target = jax.vmap(lambda s, t, ww: self._mh_step(ww, s, t, obs, masks))(
                 spans, target, w)
             return (spans, target), None
 
         (spans, target), _ = lax.scan(step, (state.spans, state.log_target), words)
         return state.replace(spans=spans, log_target=target)
 
-    def _mh_step(self, words, spans, target, obs):
-        """One single-ship Metropolis move of one particle. `words`: `[4]` uint32 randomness.
+    def _mh_step(self, words, spans, target, obs, question_masks):
+        """One single-ship Metropolis move of one particle. `words`: `[4]` uint32 randomness;
+        `question_masks`: `constraints.span_question_masks` of `obs`.
 
         The proposal is symmetric: with probability 1/5 a uniformly random span of the ship's
         length (holding its revealed cells, when hits reveal colour), otherwise one of its four
@@ -211,7 +222,7 @@ class ParticleSampler(Sampler):
         candidate = jnp.where(kind == 0, uniform_span, shifted)
         valid = candidate >= 0
         proposal = spans.at[ship].set(jnp.where(valid, candidate, current))
-        new_target = log_target(cfg, proposal, obs)
+        new_target = log_target(cfg, proposal, obs, question_masks)
         u = refrng.u32_to_unit_float(words[3], jnp.float32)
         accept = valid & (jnp.log(jnp.maximum(u, 1e-30)) < new_target - target)
         return jnp.where(accept, proposal, spans), jnp.where(accept, new_target, target)

@@ -18,7 +18,7 @@ from bsjax.battleship.agents.base import Agent, HostCaptain
 from bsjax.battleship.belief.base import Sampler
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import bitboard, questions, rules
-from bsjax.battleship.harness.play import play_turns, record_buffer, records_by_turn
+from bsjax.battleship.harness.play import empty_records, play_turns, record_shapes, records_by_turn
 from bsjax.battleship.types import Action, GameState, TurnRecord
 
 
@@ -185,6 +185,12 @@ class BatchRunner:
         self._fold = jit(jax.vmap(jax.random.fold_in, in_axes=(0, None)))
         self.compile_seconds = 0.0
         self._compiled = False
+        self._record_shapes = None  # found once: tracing a turn costs as much as a compile step
+
+    def _empty_records(self, keys, states, carries):
+        if self._record_shapes is None:
+            self._record_shapes = record_shapes(self.player, keys, states, carries)
+        return empty_records(self._record_shapes)
 
     def _shardings(self) -> dict:
         """`out_shardings` of `play_turns`: every array games-first, the turn counter replicated."""
@@ -209,7 +215,7 @@ class BatchRunner:
                                                      np.full(keys.shape[0], -1)))
             self._act = self._act.lower(turn_keys, states, carries, actions).compile()
         else:
-            buffer = self._place(record_buffer(self.player, keys, states, carries))
+            buffer = self._place(self._empty_records(keys, states, carries))
             real = self._place(jnp.ones(keys.shape[0], bool))
             self._turns = self._turns.lower(keys, states, carries, buffer, jnp.int32(0),
                                             real).compile()
@@ -264,7 +270,7 @@ class BatchRunner:
         """Segments of turns in the graph (`play_turns`), the host answering L4 requests between
         them. Returns (states, records `[T, G, ...]`, LLM seconds, dispatches of the loop)."""
         size = keys.shape[0]
-        buffer = self._place(record_buffer(self.player, keys, states, carries))
+        buffer = self._place(self._empty_records(keys, states, carries))
         real = self._place(jnp.asarray(np.arange(size) < n))
         turn, llm_seconds, dispatches = 0, 0.0, 0
         while True:

@@ -24,12 +24,25 @@ def turn_keys(keys: jax.Array, turn: jax.Array) -> jax.Array:
     return jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, turn)
 
 
-def record_buffer(player, keys: jax.Array, states: GameState, carries) -> TurnRecord:
-    """Zeros shaped like the records of a whole game: each leaf `[G, T, ...]`."""
+def record_shapes(player, keys: jax.Array, states: GameState, carries) -> TurnRecord:
+    """Shapes of the records of a whole game, each leaf `[G, T, ...]` (`jax.ShapeDtypeStruct`).
+
+    Found by tracing a turn, which costs as much as a compile step: a runner keeps the result."""
     turn_fn = jax.vmap(player.turn_one)
     shapes = jax.eval_shape(turn_fn, keys, states, carries)[2]
     turns = player.config.max_turns
-    return jax.tree.map(lambda s: jnp.zeros((s.shape[0], turns, *s.shape[1:]), s.dtype), shapes)
+    return jax.tree.map(
+        lambda s: jax.ShapeDtypeStruct((s.shape[0], turns, *s.shape[1:]), s.dtype), shapes)
+
+
+def empty_records(shapes: TurnRecord) -> TurnRecord:
+    """A zero buffer of `record_shapes`."""
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+
+def record_buffer(player, keys: jax.Array, states: GameState, carries) -> TurnRecord:
+    """Zeros shaped like the records of a whole game: each leaf `[G, T, ...]`."""
+    return empty_records(record_shapes(player, keys, states, carries))
 
 
 def play_turns(player, keys: jax.Array, states: GameState, carries, buffer: TurnRecord,
@@ -100,4 +113,5 @@ def play(key: jax.Array, player, truths: jax.Array, game_seeds: jax.Array
     return states, records_by_turn(buffer, int(turn))
 
 
-__all__ = ["play", "play_turns", "record_buffer", "records_by_turn", "turn_keys"]
+__all__ = ["empty_records", "play", "play_turns", "record_buffer", "record_shapes",
+           "records_by_turn", "turn_keys"]

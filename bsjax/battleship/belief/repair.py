@@ -1,0 +1,113 @@
+"""The chain's repair search: the first `generateBoard(seed), generateBoard(seed + 1), ...` that
+agrees with the shots, within a budget of tries (docs/battleship/protocol.md §5.1).
+
+Written for one game, the search would run inside `vmap` as a loop that every game of the batch
+executes until the slowest is done: late in a game a stuck chain searches its whole budget (10,000
+boards) on every turn, and one such game made the other 53 of a batch generate 10,000 boards each.
+So the search has its own batching rule (`jax.custom_batching.custom_vmap`): each round spreads
+one pool of lanes over only the games still searching, each game its next seeds in order, and a
+game's first consistent lane is its answer. The result is the sequential search's, game for game:
+the same board and the same number of tries (which advances the game's seed counter).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.custom_batching import custom_vmap
+
+from bsjax.battleship.belief import constraints, generator
+from bsjax.battleship.config import GameConfig
+from bsjax.battleship.game import spans as spans_lib
+from bsjax.battleship.types import Observations
+
+# Lanes per game and round: a batch of G games generates up to LANES_PER_GAME * G boards a round.
+LANES_PER_GAME = 256
+
+
+def _search_batch(config: GameConfig, tries: int, need, seed, lengths, obs):
+    """The search for a batch of G games.
+
+    Args:
+      need: `[G]` bool the game searches. seed: `[G]` int32 its first seed.
+      lengths: `[G, S]` int32 ship lengths. obs: `Observations`, leaves `[G, ...]`.
+    Returns:
+      (`[G]` bool found, `[G, S]` int32 board (valid where found), `[G]` int32 tries used: the
+      found board's index + 1, or all `tries`).
+    """
+    games = need.shape[0]
+    lanes = LANES_PER_GAME * games
+    lane = jnp.arange(lanes, dtype=jnp.int32)
+    never = jnp.int32(2**31 - 1)
+
+    def consistent(spans, game):
+        game_obs = jax.tree.map(lambda x: x[game], obs)
+        return constraints.shot_consistent(spans_lib.spans_bits(config, spans), game_obs,
+                                           config.reveal_colour)
+
+    def searching(carry):
+        _, _, _, _, active = carry
+        return jnp.any(active)
+
+    def round_(carry):
+        found, board, used, cursor, active = carry
+        # Lane i serves the (i // per)-th game still searching, at offset i % per of its seeds.
+        n_active = jnp.sum(active, dtype=jnp.int32)
+        per = lanes // jnp.maximum(n_active, 1)
+        rank = lane // per
+        game = jnp.clip(jnp.searchsorted(jnp.cumsum(active, dtype=jnp.int32), rank + 1),
+                        0, games - 1).astype(jnp.int32)
+        offset = lane - rank * per
+        valid = (rank < n_active) & (cursor[game] + offset < tries)
+        boards, _ = jax.vmap(lambda n, s: generator.reference_board(config, n, s))(
+            lengths[game], seed[game] + cursor[game] + offset)
+        ok = valid & jax.vmap(consistent)(boards, game)
+        first = jax.ops.segment_min(jnp.where(ok, offset, never), game, num_segments=games)
+        hit = active & (first < never)
+        first_lane = jnp.clip(jnp.cumsum(active, dtype=jnp.int32) - 1, 0) * per + first
+        board = jnp.where(hit[:, None], boards[jnp.clip(first_lane, 0, lanes - 1)], board)
+        used = jnp.where(hit, cursor + first + 1, used)
+        cursor = jnp.where(active, cursor + per, cursor)
+        active = active & ~hit & (cursor < tries)
+        return found | hit, board, used, cursor, active
+
+    zeros = jnp.zeros(games, jnp.int32)
+    start = (jnp.zeros(games, bool), jnp.zeros_like(lengths), jnp.full(games, tries, jnp.int32),
+             zeros, need)
+    found, board, used, _, _ = lax.while_loop(searching, round_, start)
+    return found, board, jnp.where(need, used, zeros)
+
+
+@functools.cache
+def _search(config: GameConfig, tries: int):
+    """The per-game search (a batch of one), with its batching rule (the pooled search)."""
+
+    @custom_vmap
+    def search(need, seed, lengths, obs):
+        batch = jax.tree.map(lambda x: x[None], (need, seed, lengths, obs))
+        return jax.tree.map(lambda x: x[0], _search_batch(config, tries, *batch))
+
+    @search.def_vmap
+    def search_batched(axis_size, in_batched, need, seed, lengths, obs):
+        args = jax.tree.map(
+            lambda x, batched: x if batched else jnp.broadcast_to(x, (axis_size, *x.shape)),
+            (need, seed, lengths, obs), tuple(in_batched))
+        return _search_batch(config, tries, *args), (True, True, True)
+
+    return search
+
+
+def first_consistent_board(config: GameConfig, tries: int, need: jnp.ndarray, seed: jnp.ndarray,
+                           lengths: jnp.ndarray, obs: Observations):
+    """For ONE game: the first of `generateBoard(seed + k)`, k < `tries`, consistent with the shots
+    of `obs`, when `need`.
+
+    Returns:
+      (`[]` bool found, `[S]` int32 board (valid where found), `[]` int32 tries used: k + 1 of the
+      board found, `tries` when none is, 0 when not `need`).
+    """
+    return _search(config, tries)(jnp.asarray(need, bool), jnp.asarray(seed, jnp.int32),
+                                  jnp.asarray(lengths, jnp.int32), obs)
