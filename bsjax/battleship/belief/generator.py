@@ -27,19 +27,26 @@ def span_id(config: GameConfig, length, row, col, horizontal) -> jnp.ndarray:
 
 
 def reference_board(config: GameConfig, ship_lengths: jnp.ndarray,
-                    seed: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
+                    seed: jnp.ndarray, avoid: jnp.ndarray | None = None
+                    ) -> tuple[jnp.ndarray, jnp.ndarray]:
     """`generateBoard(seed)` for one game.
 
     Args:
       ship_lengths: `[S]` int32 lengths in placement order.
       seed: `[]` int32 seed.
+      avoid: optional `[W]` uint32 cells no ship of a wanted board covers (the misses, for a
+        search of shot-consistent boards). Once a placed ship covers one, the board is abandoned:
+        its later ships are not drawn (span 0), so a batch of boards stops waiting on them.
+        Boards that avoid these cells are generated exactly as without `avoid`.
     Returns:
       (`[S]` int32 span ids, `[]` bool every ship placed within 1000 attempts).
     """
     table_bits = jnp.asarray(spans_lib.table_for(config).bits)
+    if avoid is None:
+        avoid = jnp.zeros(config.n_words, jnp.uint32)
 
     def place(carry, length):
-        stream, occupied, ok = carry
+        stream, occupied, ok, alive = carry
 
         def attempt(state):
             stream, _, _, tries = state
@@ -55,13 +62,15 @@ def reference_board(config: GameConfig, ship_lengths: jnp.ndarray,
 
         def keep_trying(state):
             _, _, placed, tries = state
-            return ~placed & (tries < MAX_ATTEMPTS)
+            return alive & ~placed & (tries < MAX_ATTEMPTS)
 
         stream, span, placed, _ = lax.while_loop(
             keep_trying, attempt, (stream, jnp.int32(0), jnp.bool_(False), jnp.int32(0)))
         occupied = jnp.where(placed, occupied | table_bits[span], occupied)
-        return (stream, occupied, ok & placed), span
+        alive = alive & ~(placed & bitboard.intersects(table_bits[span], avoid))
+        return (stream, occupied, ok & placed, alive), span
 
-    start = (refrng.jax_seed_state(seed), jnp.zeros(config.n_words, jnp.uint32), jnp.bool_(True))
-    (_, _, ok), spans = lax.scan(place, start, jnp.asarray(ship_lengths, jnp.int32))
+    start = (refrng.jax_seed_state(seed), jnp.zeros(config.n_words, jnp.uint32), jnp.bool_(True),
+             jnp.bool_(True))
+    (_, _, ok, _), spans = lax.scan(place, start, jnp.asarray(ship_lengths, jnp.int32))
     return spans, ok

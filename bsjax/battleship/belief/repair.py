@@ -62,8 +62,9 @@ def _search_batch(config: GameConfig, tries: int, need, seed, lengths, obs):
                         0, games - 1).astype(jnp.int32)
         offset = lane - rank * per
         valid = (rank < n_active) & (cursor[game] + offset < tries)
-        boards, _ = jax.vmap(lambda n, s: generator.reference_board(config, n, s))(
-            lengths[game], seed[game] + cursor[game] + offset)
+        # A board that covers a miss cannot be the answer: it is abandoned at that ship.
+        boards, _ = jax.vmap(lambda n, s, m: generator.reference_board(config, n, s, m))(
+            lengths[game], seed[game] + cursor[game] + offset, obs.miss_bits[game])
         ok = valid & jax.vmap(consistent)(boards, game)
         first = jax.ops.segment_min(jnp.where(ok, offset, never), game, num_segments=games)
         hit = active & (first < never)
