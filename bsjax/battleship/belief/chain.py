@@ -25,9 +25,6 @@ from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.types import Observations
 
 BOARD_SEED_OFFSET = 20000
-# MH steps per loop iteration: XLA fuses across the unrolled steps and pays the loop's
-# per-iteration cost once per UNROLL steps (1.25-1.3x faster refresh on CPU, same draws).
-UNROLL = 5
 
 
 @chex.dataclass(frozen=True)
@@ -97,8 +94,10 @@ class ChainSampler(Sampler):
         tables = moves.move_tables(self.config, state.board, obs)
 
         def run(carry, keys):
-            return lax.scan(lambda c, k: (self._mh_step(k, c, obs, tables), None), carry, keys,
-                            unroll=UNROLL)[0]
+            # Not unrolled: with the packed tables a step is a few small kernels, and unrolling
+            # (1.25x faster with the old per-candidate step) now costs 25% and compile time.
+            return lax.scan(lambda c, k: (self._mh_step(k, c, obs, tables), None), carry,
+                            keys)[0]
 
         carry = (state.board, log_post, state.stream)
         carry = run(carry, self._step_keys(k_burn, self.burn_in))
