@@ -58,3 +58,17 @@ def test_play_refuses_agents_that_need_the_host():
     keys = game_keys(0, np.zeros(1, np.int64), np.zeros(1, np.int64))
     with pytest.raises(ValueError, match="asks the host"):
         play(keys, player, jnp.asarray([games[0].spans], jnp.int32), jnp.zeros(1, jnp.int32))
+
+
+def test_play_compiles_once_per_player_and_batch_shape():
+    """A notebook playing batch after batch reuses the compiled turn loop (no retrace)."""
+    from bsjax.battleship.harness.play import _compiled
+
+    cfg, player, games = _setup(agent="greedy")
+    seeds = np.asarray([g.game_seed for g in games], np.int64)
+    truths = jnp.asarray([g.spans for g in games], jnp.int32)
+    for run_seed in (0, 1):
+        keys = game_keys(run_seed, seeds, np.asarray([g.seed_index for g in games]))
+        play(keys, player, truths, jnp.asarray(seeds.astype(np.int32)))
+    init, turns = _compiled(player)
+    assert init._cache_size() == 1 and turns._cache_size() == 1

@@ -12,6 +12,8 @@ directory. `harness.loop.BatchRunner` builds runs, resume and sharding on `play_
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -105,12 +107,21 @@ def play(key: jax.Array, player, truths: jax.Array, game_seeds: jax.Array
     if player.agent.host_decides or player.agent.llm:
         raise ValueError(f"agent {player.agent.name!r} asks the host between turns; play it with "
                          "bsjax.run (it answers the LLM calls)")
-    states, carries = jax.vmap(player.init_one)(turn_keys(key, 1 << 20), truths, game_seeds)
+    init, turns = _compiled(player)
+    states, carries = init(turn_keys(key, 1 << 20), truths, game_seeds)
     buffer = record_buffer(player, key, states, carries)
     real = jnp.ones(truths.shape[0], bool)
-    states, _, buffer, turn, _ = play_turns(player, key, states, carries, buffer, 0, real,
-                                            stop_on_request=False)
+    states, _, buffer, turn, _ = turns(key, states, carries, buffer, jnp.int32(0), real)
     return states, records_by_turn(buffer, int(turn))
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled(player):
+    """`play`'s jitted init and turn loop, kept per player (a frozen, hashable configuration), so
+    a notebook that plays batch after batch compiles once per batch shape."""
+    init = jax.jit(jax.vmap(player.init_one))
+    turns = jax.jit(functools.partial(play_turns, player, stop_on_request=False))
+    return init, turns
 
 
 __all__ = ["empty_records", "play", "play_turns", "record_buffer", "record_shapes",
