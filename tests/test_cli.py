@@ -397,6 +397,10 @@ def test_resume_of_finished_run_plays_nothing(random_run, tmp_path):
     assert summary_b.get("played_now", 0) == 0
     assert summary_b["avg_f1"] == pytest.approx(summary_a["avg_f1"])
     assert (out_b / "games.jsonl").read_bytes() == before
+    # The timing stays that of the run that played the games, not the empty resume's.
+    written = json.loads((out_b / "summary.json").read_text())
+    for name in ("seconds", "compile_seconds", "games_per_second"):
+        assert written[name] == summary_a[name]
 
 
 def test_existing_run_dir_without_resume_exits_2(random_run, tmp_path):
