@@ -51,14 +51,15 @@ def reference_pool(config, board, ship, obs):
 
 @functools.cache
 def _pool_fns(config):
-    """(table pool, reference pool), jitted once per config; both `[K]` bool."""
+    """(table pool, reference pool), jitted once per config: `([K] bool, first span id)` and
+    `[K]` bool."""
     k = spans_lib.table_for(config).max_count
 
     def table_pool(board, ship, obs):
         tables = moves.move_tables(config, board, obs)
-        words = moves.pool_words(config, tables, board, ship, spans_lib.spans_bits(config, board),
-                                 obs)
-        return bitboard.unpack(words, k)
+        words, first = moves.pool_words(config, tables, board, ship,
+                                        spans_lib.spans_bits(config, board), obs)
+        return bitboard.unpack(words, k), first
 
     return jax.jit(table_pool), jax.jit(functools.partial(reference_pool, config))
 
@@ -122,8 +123,11 @@ def pool_cases(draw, config):
 def _check_pool(config, case):
     board, ship, obs = case
     table_pool, ref_pool = _pool_fns(config)
-    got = np.asarray(table_pool(jnp.asarray(board), jnp.int32(ship), obs))
+    got, first = table_pool(jnp.asarray(board), jnp.int32(ship), obs)
+    got = np.asarray(got)
     want = np.asarray(ref_pool(jnp.asarray(board), jnp.int32(ship), obs))
+    table = spans_lib.table_for(config)
+    assert int(first) == int(table.offset[table.length[int(board[ship])]])  # candidate 0's span
     np.testing.assert_array_equal(
         got, want, err_msg=(f"board={board.tolist()} ship={ship} "
                             f"hits={np.asarray(obs.hit_bits).tolist()} "

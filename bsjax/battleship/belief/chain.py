@@ -175,17 +175,14 @@ class ChainSampler(Sampler):
         k_ship, k_place, k_accept = words[0], words[1], words[2]
         stream, ship = self._draw_int(stream, k_ship, jnp.int32(board.shape[0]))
         ship_bits = spans_lib.spans_bits(cfg, board)                               # [S, W]
-        pool = moves.pool_words(cfg, tables, board, ship, ship_bits, obs)           # [Kw]
+        pool, first = moves.pool_words(cfg, tables, board, ship, ship_bits, obs)    # [Kw], []
         pool_size = jnp.sum(jnp.bitwise_count(pool), dtype=jnp.int32)
         has_pool = pool_size > 0
 
         new_stream, pick = self._draw_int(stream, k_place, pool_size)
         stream = jnp.where(has_pool, new_stream, stream)
-        span_table = spans_lib.table_for(cfg)
-        length = spans_lib.span_lengths(cfg, board[ship])
-        count = jnp.asarray(span_table.count)[length]
-        candidate = (jnp.asarray(span_table.offset, jnp.int32)[length]
-                     + jnp.minimum(moves.nth_set_bit(pool, pick), count - 1))
+        # With an empty pool the candidate is meaningless and never accepted (has_pool).
+        candidate = (first + moves.nth_set_bit(pool, pick)).astype(jnp.int32)
         proposal = board.at[ship].set(candidate)
         proposal_bits = ship_bits.at[ship].set(spans_lib.spans_bits(cfg, candidate))
         truth = constraints.placement_truth(cfg, tables.question_mask, proposal)

@@ -94,16 +94,19 @@ def move_tables(config: GameConfig, board: jnp.ndarray, obs: Observations) -> Mo
 
 
 def pool_words(config: GameConfig, tables: MoveTables, board: jnp.ndarray, ship: jnp.ndarray,
-               ship_bits: jnp.ndarray, obs: Observations) -> jnp.ndarray:
-    """The placements ship `ship` of `board` may move to, as a `[Kw]` uint32 packed mask over
-    the candidates of its length (candidate k is span `offset[length] + k`).
+               ship_bits: jnp.ndarray, obs: Observations) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """The placements ship `ship` of `board` may move to.
 
     Args:
       board: `[S]` int32 span ids. ship: `[]` int32. ship_bits: `[S, W]` the board's bitboards.
+    Returns:
+      (`[Kw]` uint32 packed mask over the candidates of the ship's length, `[]` int32 the span id
+      of candidate 0: candidate k is span `first + k`).
     """
     overlap, valid = (jnp.asarray(t) for t in static_tables(config))
     current = board[ship]
     length = spans_lib.span_lengths(config, current)
+    first = jnp.asarray(spans_lib.table_for(config).offset)[length]
     is_other = jnp.arange(board.shape[0]) != ship
     this_bits = ship_bits[ship]
     other_bits = bitboard.union(jnp.where(is_other[:, None], ship_bits, jnp.uint32(0)), axis=0)
@@ -113,9 +116,8 @@ def pool_words(config: GameConfig, tables: MoveTables, board: jnp.ndarray, ship:
                                        jnp.uint32(0)), axis=0)                     # [Kw]
     kept = valid[length] & ~blocked & tables.shot_ok[current] & tables.colour_ok[ship]
     kept = jnp.where(others_fail, jnp.uint32(0), kept)
-    index = current - jnp.asarray(spans_lib.table_for(config).offset)[length]
-    differs = kept & ~bitboard.single(index, kept.shape[0])
-    return jnp.where(bitboard.any_set(differs), differs, kept)
+    differs = kept & ~bitboard.single(current - first, kept.shape[0])
+    return jnp.where(bitboard.any_set(differs), differs, kept), first
 
 
 def nth_set_bit(words: jnp.ndarray, n: jnp.ndarray) -> jnp.ndarray:

@@ -44,7 +44,9 @@ def _search_batch(config: GameConfig, tries: int, need, seed, lengths, obs):
     never = jnp.int32(2**31 - 1)
 
     def consistent(spans, game):
-        game_obs = jax.tree.map(lambda x: x[game], obs)
+        # Only the shot fields are read: gather those alone for the lane's game.
+        game_obs = obs.replace(hit_bits=obs.hit_bits[game], miss_bits=obs.miss_bits[game],
+                               colour_bits=obs.colour_bits[game], sunk=obs.sunk[game])
         return constraints.shot_consistent(spans_lib.spans_bits(config, spans), game_obs,
                                            config.reveal_colour)
 
@@ -55,11 +57,11 @@ def _search_batch(config: GameConfig, tries: int, need, seed, lengths, obs):
     def round_(carry):
         found, board, used, cursor, active = carry
         # Lane i serves the (i // per)-th game still searching, at offset i % per of its seeds.
-        n_active = jnp.sum(active, dtype=jnp.int32)
+        active_before = jnp.cumsum(active, dtype=jnp.int32)                        # [G]
+        n_active = active_before[-1]
         per = lanes // jnp.maximum(n_active, 1)
         rank = lane // per
-        game = jnp.clip(jnp.searchsorted(jnp.cumsum(active, dtype=jnp.int32), rank + 1),
-                        0, games - 1).astype(jnp.int32)
+        game = jnp.clip(jnp.searchsorted(active_before, rank + 1), 0, games - 1).astype(jnp.int32)
         offset = lane - rank * per
         valid = (rank < n_active) & (cursor[game] + offset < tries)
         # A board that covers a miss cannot be the answer: it is abandoned at that ship.
@@ -68,7 +70,7 @@ def _search_batch(config: GameConfig, tries: int, need, seed, lengths, obs):
         ok = valid & jax.vmap(consistent)(boards, game)
         first = jax.ops.segment_min(jnp.where(ok, offset, never), game, num_segments=games)
         hit = active & (first < never)
-        first_lane = jnp.clip(jnp.cumsum(active, dtype=jnp.int32) - 1, 0) * per + first
+        first_lane = jnp.clip(active_before - 1, 0) * per + first
         board = jnp.where(hit[:, None], boards[jnp.clip(first_lane, 0, lanes - 1)], board)
         used = jnp.where(hit, cursor + first + 1, used)
         cursor = jnp.where(active, cursor + per, cursor)

@@ -182,15 +182,6 @@ def game_list(boards: list[suites.Board], seeds: int, first_seed: int = 0) -> li
             for b in boards for s in range(first_seed, first_seed + seeds)]
 
 
-def read_json_or_empty(path: Path) -> dict:
-    """A JSON object file's contents, or {} where it is missing or unreadable."""
-    try:
-        value = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def x64_context(cfg: RunConfig):
     """Bit-exact reference runs need float64 (the reference sums log-likelihoods in float64)."""
     return jax.enable_x64(True) if cfg.reference_rng else contextlib.nullcontext()
@@ -413,11 +404,10 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
         "games_per_second": played / play_seconds if play_seconds > 0 else 0.0,
         "device": _versions()["device"],
     })
-    if played == 0:
+    if played == 0 and (out / "summary.json").is_file():
         # A resume with nothing left to play keeps the timing of the run that played the games.
-        previous = read_json_or_empty(out / "summary.json")
-        for name in ("seconds", "compile_seconds", "games_per_second"):
-            if name in previous:
-                summary[name] = previous[name]
+        previous = json.loads((out / "summary.json").read_text())
+        summary.update({name: previous[name] for name in
+                        ("seconds", "compile_seconds", "games_per_second") if name in previous})
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

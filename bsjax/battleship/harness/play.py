@@ -109,19 +109,24 @@ def play(key: jax.Array, player, truths: jax.Array, game_seeds: jax.Array
                          "bsjax.run (it answers the LLM calls)")
     init, turns = _compiled(player)
     states, carries = init(turn_keys(key, 1 << 20), truths, game_seeds)
-    buffer = record_buffer(player, key, states, carries)
-    real = jnp.ones(truths.shape[0], bool)
-    states, _, buffer, turn, _ = turns(key, states, carries, buffer, jnp.int32(0), real)
+    states, buffer, turn = turns(key, states, carries)
     return states, records_by_turn(buffer, int(turn))
 
 
 @functools.lru_cache(maxsize=16)
 def _compiled(player):
     """`play`'s jitted init and turn loop, kept per player (a frozen, hashable configuration), so
-    a notebook that plays batch after batch compiles once per batch shape."""
-    init = jax.jit(jax.vmap(player.init_one))
-    turns = jax.jit(functools.partial(play_turns, player, stop_on_request=False))
-    return init, turns
+    a notebook that plays batch after batch compiles (and traces a turn for the record buffer's
+    shapes) once per batch shape."""
+
+    def turns(key, states, carries):
+        buffer = record_buffer(player, key, states, carries)
+        real = jnp.ones(key.shape[0], bool)
+        states, _, buffer, turn, _ = play_turns(player, key, states, carries, buffer, 0, real,
+                                                stop_on_request=False)
+        return states, buffer, turn
+
+    return jax.jit(jax.vmap(player.init_one)), jax.jit(turns)
 
 
 __all__ = ["empty_records", "play", "play_turns", "record_buffer", "record_shapes",
