@@ -267,6 +267,56 @@ def test_placement_truth_equals_bitboard_intersection(name, data):
     np.testing.assert_array_equal(want, (regions & occupied[None]).any(1))
 
 
+@functools.cache
+def _likelihood_fns(config, dtype):
+    def table_likelihood(spans, obs):
+        return constraints.placement_log_likelihood(
+            config, constraints.answer_evidence(config, obs, dtype), spans, obs)
+
+    def direct_likelihood(spans, obs):
+        return constraints.answer_log_likelihood(config, spans_lib.board_bits(config, spans),
+                                                 obs, dtype)
+
+    return jax.jit(table_likelihood), jax.jit(direct_likelihood)
+
+
+@pytest.mark.parametrize("name", ["paper", "wide_q"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@SETTINGS
+@given(data=st.data())
+def test_placement_log_likelihood_equals_the_sum(name, dtype, data):
+    """The `[2**Q]` table of answer sums (paper: 15 questions) and the per-placement fallback
+    (40 questions) give the sequential sum bit for bit, in float32 and in float64."""
+    config = PAPER if name == "paper" else WIDE_Q
+    n_spans = spans_lib.table_for(config).n_spans
+    spans = np.asarray(data.draw(st.lists(st.integers(0, n_spans - 1), min_size=config.n_ships,
+                                          max_size=config.n_ships)), np.int32)
+    n_questions = data.draw(st.integers(0, config.max_questions))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    regions = rng.random((config.max_questions, config.n_cells)) < 0.1
+    answers = rng.random(config.max_questions) < 0.5
+    obs = rules.empty_observations(config, np.full(config.n_ships, 2, np.int32))
+    obs = obs.replace(question_bits=jnp.asarray(bitboard.pack_np(regions)),
+                      answers=jnp.asarray(answers), n_questions=jnp.int32(n_questions))
+    with jax.enable_x64(dtype == "float64"):
+        table_likelihood, direct_likelihood = _likelihood_fns(config, jnp.dtype(dtype))
+        got = table_likelihood(jnp.asarray(spans), obs)
+        want = direct_likelihood(jnp.asarray(spans), obs)
+        assert got.dtype == want.dtype == jnp.dtype(dtype)
+        assert got.tobytes() == want.tobytes(), (spans.tolist(), n_questions, got, want)
+
+
+def test_answer_sums_index_mismatches_by_bit():
+    """Entry m of the table mismatches exactly the answers in bit pattern m (asked ones only)."""
+    obs = rules.empty_observations(PAPER, np.full(4, 2, np.int32)).replace(n_questions=jnp.int32(3))
+    log_match, log_mismatch = PAPER.log_answer_likelihood()
+    sums = np.asarray(constraints.answer_sums(PAPER, obs))
+    assert sums.shape == (2**PAPER.max_questions,)
+    np.testing.assert_allclose(sums[0b000], 3 * log_match, rtol=1e-6)
+    np.testing.assert_allclose(sums[0b101], log_mismatch + log_match + log_mismatch, rtol=1e-6)
+    assert sums[0b1000 | 0b010] == sums[0b010]  # question 3 was not asked
+
+
 # ----- the repair search -------------------------------------------------------------------------
 
 @functools.cache

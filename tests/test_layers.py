@@ -19,7 +19,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "bsjax"
 # Lowest layer first. A module belongs to the first layer with a prefix of its name.
 CORE = [
     ["bsjax.core.errors"],
-    ["bsjax.core.files", "bsjax.core.stats", "bsjax.core.progress", "bsjax.core.checks"],
+    ["bsjax.core.files", "bsjax.core.stats", "bsjax.core.progress", "bsjax.core.checks",
+     "bsjax.core.fastpath"],
     ["bsjax.core.llm"],
 ]
 BATTLESHIP = [

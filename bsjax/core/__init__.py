@@ -5,6 +5,7 @@
 - `progress` — live progress lines and bars.
 - `stats` — Wilson score intervals and head-to-head win rates.
 - `checks` — checks of command-line input shared by every command.
+- `fastpath` — exact, faster forms of `jax.random.bits`, `jnp.argmax` and `jax.random.categorical`.
 - `llm` — LLM backends (local llama.cpp, Ollama, uniform, none), structured calls under a JSON
   Schema, the call cache, the local grammar and an Ollama-API server for the local model.
 """

@@ -18,11 +18,12 @@ from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import bitboard, rules
 from bsjax.battleship.planning import sim
 from bsjax.battleship.types import View, shoot
+from bsjax.core import fastpath
 
 
 def best_shot(hit_probability: jax.Array, unknown: jax.Array) -> jax.Array:
     """argmax of `[C]` p over unknown cells; ties go to the lowest cell index."""
-    return jnp.argmax(jnp.where(unknown, hit_probability, -1.0)).astype(jnp.int32)
+    return fastpath.first_argmax(jnp.where(unknown, hit_probability, -1.0))
 
 
 class TurnSummary(NamedTuple):

@@ -23,6 +23,7 @@ from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import refrng
 from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.types import Observations
+from bsjax.core import fastpath
 
 BOARD_SEED_OFFSET = 20000
 
@@ -91,7 +92,7 @@ class ChainSampler(Sampler):
         k_burn, k_collect = jax.random.split(key)
         log_post = self._log_post(state.board, obs)
         # The evidence is fixed for the whole refresh: its move tables are built once.
-        tables = moves.move_tables(self.config, state.board, obs)
+        tables = moves.move_tables(self.config, state.board, obs, self.log_dtype)
 
         def run(carry, keys):
             # Not unrolled: with the packed tables a step is a few small kernels, and unrolling
@@ -136,7 +137,7 @@ class ChainSampler(Sampler):
         """
         if self.reference_rng:
             return jnp.zeros((n, 3), jnp.uint32)
-        return jax.random.bits(key, (n, 3), jnp.uint32)
+        return fastpath.bits(key, (n, 3))
 
     def _log_post(self, board: chex.Array, obs: Observations) -> chex.Array:
         return constraints.log_posterior(self.config, spans_lib.spans_bits(self.config, board),
@@ -185,8 +186,9 @@ class ChainSampler(Sampler):
         candidate = (first + moves.nth_set_bit(pool, pick)).astype(jnp.int32)
         proposal = board.at[ship].set(candidate)
         proposal_bits = ship_bits.at[ship].set(spans_lib.spans_bits(cfg, candidate))
-        truth = constraints.placement_truth(cfg, tables.question_mask, proposal)
-        new_log_post = constraints.log_posterior(cfg, proposal_bits, obs, self.log_dtype, truth)
+        log_likelihood = constraints.placement_log_likelihood(cfg, tables.answers, proposal, obs)
+        new_log_post = constraints.log_posterior(cfg, proposal_bits, obs, self.log_dtype,
+                                                 log_likelihood)
 
         finite_new = jnp.isfinite(new_log_post)
         finite_cur = jnp.isfinite(log_post)

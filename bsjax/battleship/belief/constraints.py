@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import chex
 import jax.numpy as jnp
 
 from bsjax.battleship.config import GameConfig
@@ -10,6 +11,9 @@ from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.types import Observations
 
 NEG_INF = -jnp.inf
+# Up to this many questions a placement's answer log-likelihood is read from a `[2**Q]` table of
+# every value the sum can take (256 KiB in float32 at Q = 16); beyond it, summed per placement.
+TABLE_MAX_QUESTIONS = 16
 
 
 def shot_consistent(ship_bits: jnp.ndarray, obs: Observations, has_colours: bool = True) -> jnp.ndarray:
@@ -77,16 +81,71 @@ def placement_truth(config: GameConfig, question_masks: jnp.ndarray,
     return bitboard.unpack(words, config.max_questions)
 
 
+@chex.dataclass(frozen=True)
+class AnswerEvidence:
+    """The answers of one observation, arranged so that a placement's answer log-likelihood is
+    an OR of S table rows and one lookup. Built once per observation by `answer_evidence`.
+
+    Attributes:
+      question_masks: `[N, Qw]` uint32 `span_question_masks`.
+      answers: `[Qw]` uint32 the recorded answers, packed.
+      asked: `[Qw]` uint32 bit j set for the questions asked so far.
+      sums: `[2**Q]` the answer log-likelihood of every mismatch pattern (bit j set: the
+        placement disagrees with answer j), or `[1]` unused when Q > TABLE_MAX_QUESTIONS.
+    """
+
+    question_masks: chex.Array
+    answers: chex.Array
+    asked: chex.Array
+    sums: chex.Array
+
+
+def answer_sums(config: GameConfig, obs: Observations, dtype=jnp.float32) -> jnp.ndarray:
+    """`[2**Q]`: entry m is `sum_answer_terms` of a placement that mismatches exactly the answers
+    in bit pattern m. Built by the same sequential adds in the same order, so every entry equals
+    the per-placement sum bit for bit (float32 and float64 alike)."""
+    log_match, log_mismatch = config.log_answer_likelihood()
+    zero = jnp.zeros((), dtype)
+    sums = jnp.zeros((1,), dtype)
+    for j in range(config.max_questions):  # doubles the table: bit j is the j-th answer
+        asked = j < obs.n_questions
+        sums = jnp.concatenate([sums + jnp.where(asked, jnp.asarray(log_match, dtype), zero),
+                                sums + jnp.where(asked, jnp.asarray(log_mismatch, dtype), zero)])
+    return sums
+
+
+def answer_evidence(config: GameConfig, obs: Observations, dtype=jnp.float32) -> AnswerEvidence:
+    """The `AnswerEvidence` of `obs`."""
+    n_questions = config.max_questions
+    use_table = n_questions <= TABLE_MAX_QUESTIONS
+    return AnswerEvidence(
+        question_masks=span_question_masks(config, obs),
+        answers=bitboard.pack(obs.answers),
+        asked=bitboard.pack(jnp.arange(n_questions) < obs.n_questions),
+        sums=answer_sums(config, obs, dtype) if use_table else jnp.zeros((1,), dtype))
+
+
+def placement_log_likelihood(config: GameConfig, evidence: AnswerEvidence, spans: jnp.ndarray,
+                             obs: Observations) -> jnp.ndarray:
+    """`[]` the answer log-likelihood of placement `spans` (`[S]` span ids): equal to
+    `answer_log_likelihood` of its board, of the dtype of `evidence.sums`."""
+    if config.max_questions > TABLE_MAX_QUESTIONS:
+        truth = placement_truth(config, evidence.question_masks, spans)
+        return sum_answer_terms(config, truth, obs, evidence.sums.dtype)
+    words = bitboard.union(evidence.question_masks[spans], axis=0)                  # [Qw]
+    mismatch = (words ^ evidence.answers) & evidence.asked
+    return evidence.sums[mismatch[0].astype(jnp.int32)]
+
+
 def log_posterior(config: GameConfig, ship_bits: jnp.ndarray, obs: Observations,
-                  dtype=jnp.float32, truth: jnp.ndarray | None = None) -> jnp.ndarray:
+                  dtype=jnp.float32, log_likelihood: jnp.ndarray | None = None) -> jnp.ndarray:
     """Unnormalised log-posterior of a placement `[S, W]`: -inf if it contradicts a shot.
 
-    `truth` (`[Q]` bool, whether the placement meets each question's region) may be given when
-    the caller has it from a table; otherwise it is computed from the bitboards.
+    `log_likelihood` (its answer log-likelihood, of `dtype`) may be given when the caller has it
+    from `placement_log_likelihood`; otherwise it is summed from the bitboards.
     """
-    board = bitboard.union(ship_bits, axis=0)
-    if truth is None:
-        truth = bitboard.intersects(obs.question_bits, board[None, :])
-    return jnp.where(shot_consistent(ship_bits, obs, config.reveal_colour),
-                     sum_answer_terms(config, truth, obs, dtype),
+    if log_likelihood is None:
+        board = bitboard.union(ship_bits, axis=0)
+        log_likelihood = answer_log_likelihood(config, board, obs, dtype)
+    return jnp.where(shot_consistent(ship_bits, obs, config.reveal_colour), log_likelihood,
                      jnp.asarray(NEG_INF, dtype))

@@ -14,7 +14,8 @@ order, packed into ⌈K/32⌉ uint32 words) and the rule is a few word operation
   - per observation (`MoveTables`, built once per refresh, since the evidence is fixed while the
     chain runs): `shot_ok[s]`, the candidates of span s's length that cover s's hit cells and
     avoid s's miss cells; `colour_ok[k]`, those of ship k's length that hold its revealed cells;
-    `question_mask[s]`, bit j set when span s meets the region of question j.
+    `answers`, the answer evidence (`constraints.AnswerEvidence`: which questions each span
+    meets, and the answer log-likelihood of every mismatch pattern).
 The pool, and so every draw, is the same as the per-candidate rule's (a property test).
 """
 
@@ -59,16 +60,18 @@ class MoveTables(NamedTuple):
     Attributes:
       shot_ok: `[N, Kw]` uint32 candidates of span s's length covering s's hits, avoiding its misses.
       colour_ok: `[S, Kw]` uint32 candidates of ship k's length holding its revealed cells.
-      question_mask: `[N, Qw]` uint32 bit j: span s meets question j's region.
+      answers: `constraints.answer_evidence` of the observation, in the chain's log dtype.
     """
 
     shot_ok: jnp.ndarray
     colour_ok: jnp.ndarray
-    question_mask: jnp.ndarray
+    answers: constraints.AnswerEvidence
 
 
-def move_tables(config: GameConfig, board: jnp.ndarray, obs: Observations) -> MoveTables:
-    """The tables for `obs`; `board` `[S]` gives each ship's length (moves never change it)."""
+def move_tables(config: GameConfig, board: jnp.ndarray, obs: Observations,
+                dtype=jnp.float32) -> MoveTables:
+    """The tables for `obs`; `board` `[S]` gives each ship's length (moves never change it);
+    `dtype` is that of the answer log-likelihoods."""
     table = spans_lib.table_for(config)
     span_bits = jnp.asarray(table.bits)                                            # [N, W]
     shot_ok = []
@@ -90,7 +93,7 @@ def move_tables(config: GameConfig, board: jnp.ndarray, obs: Observations) -> Mo
         _, valid = static_tables(config)
         colour_ok = jnp.asarray(valid)[lengths]
     return MoveTables(jnp.concatenate(shot_ok), colour_ok,
-                      constraints.span_question_masks(config, obs))
+                      constraints.answer_evidence(config, obs, dtype))
 
 
 def pool_words(config: GameConfig, tables: MoveTables, board: jnp.ndarray, ship: jnp.ndarray,

@@ -29,6 +29,7 @@ from bsjax.battleship.game import bitboard, refrng
 from bsjax.battleship.game import rules as rules_lib
 from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.types import Observations
+from bsjax.core import fastpath
 
 PENALTY = 30.0  # per violated shot cell; e^-30 ~ 1e-13 makes violations vanish from the weights
 
@@ -60,18 +61,17 @@ def violations(config: GameConfig, ship_bits: jnp.ndarray, obs: Observations) ->
 
 
 def log_target(config: GameConfig, spans: jnp.ndarray, obs: Observations,
-               question_masks: jnp.ndarray | None = None) -> jnp.ndarray:
+               evidence: constraints.AnswerEvidence | None = None) -> jnp.ndarray:
     """`[]` float32 answer log-likelihood minus PENALTY per violated shot cell.
 
-    `question_masks` (`constraints.span_question_masks(config, obs)`), when given, replaces the
-    placement's S x Q bitboard intersections by an OR of S table rows (same value)."""
+    `evidence` (`constraints.answer_evidence(config, obs)`), when given, reads the answer term
+    from its tables instead of intersecting the board with every question (same value)."""
     ship_bits = spans_lib.spans_bits(config, spans)
-    board = bitboard.union(ship_bits, axis=0)
-    if question_masks is None:
+    if evidence is None:
+        board = bitboard.union(ship_bits, axis=0)
         log_likelihood = constraints.answer_log_likelihood(config, board, obs)
     else:
-        truth = constraints.placement_truth(config, question_masks, spans)
-        log_likelihood = constraints.sum_answer_terms(config, truth, obs)
+        log_likelihood = constraints.placement_log_likelihood(config, evidence, spans, obs)
     return log_likelihood - PENALTY * violations(config, ship_bits, obs).astype(jnp.float32)
 
 
@@ -125,8 +125,8 @@ class ParticleSampler(Sampler):
 
     def _reweight(self, key: jax.Array, state: ParticleState, obs: Observations) -> ParticleState:
         """Multiply weights by target(obs) / target(previous evidence); resample if ESS < P/2."""
-        masks = constraints.span_question_masks(self.config, obs)
-        targets = jax.vmap(lambda s: log_target(self.config, s, obs, masks))(state.spans)
+        evidence = constraints.answer_evidence(self.config, obs)
+        targets = jax.vmap(lambda s: log_target(self.config, s, obs, evidence))(state.spans)
         log_weights = state.log_weights + (targets - state.log_target)
         log_weights = log_weights - jnp.max(log_weights)
         weights = jnp.exp(log_weights)
@@ -166,7 +166,7 @@ class ParticleSampler(Sampler):
             bits = table_bits[cand]
             ok = valid & ~bitboard.any_set(bits & occupied[None])
             ok = jnp.where(jnp.any(ok), ok, valid)  # dead end: MH and the penalty repair it
-            span = cand[jax.random.categorical(k, jnp.where(ok, 0.0, -jnp.inf))]
+            span = cand[fastpath.categorical(k, jnp.where(ok, 0.0, -jnp.inf))]
             return occupied | table_bits[span], span
 
         keys = jax.random.split(k_ships, cfg.n_ships)
@@ -177,21 +177,25 @@ class ParticleSampler(Sampler):
     def _rejuvenate(self, key: jax.Array, state: ParticleState, obs: Observations,
                     sweeps: int) -> ParticleState:
         n_steps = sweeps * self.config.n_ships
-        words = jax.random.bits(key, (n_steps, self.n_particles, 4), jnp.uint32)
-        masks = constraints.span_question_masks(self.config, obs)  # fixed while the particles move
+        shape = (n_steps, self.n_particles, 4)
+        evidence = constraints.answer_evidence(self.config, obs)  # fixed while particles move
+        # Step i moves with `bits(key, shape)[i]`, hashed by step i - 1 into the carry: a loop
+        # carry is one buffer, so the hash runs once per step (XLA would re-hash fused words in
+        # every kernel that reads them) and no [steps, G, P, 4] array is built and transposed.
 
-        def step(carry, w):
-            spans, target = carry
-            spans, target = jax.vmap(lambda s, t, ww: self._mh_step(ww, s, t, obs, masks))(
-                spans, target, w)
-            return (spans, target), None
+        def step(carry, i):
+            spans, target, words = carry
+            spans, target = jax.vmap(lambda s, t, w: self._mh_step(w, s, t, obs, evidence))(
+                spans, target, words)
+            return (spans, target, fastpath.bits_row(key, shape, i + 1)), None
 
-        (spans, target), _ = lax.scan(step, (state.spans, state.log_target), words)
+        carry = (state.spans, state.log_target, fastpath.bits_row(key, shape, 0))
+        (spans, target, _), _ = lax.scan(step, carry, jnp.arange(n_steps))
         return state.replace(spans=spans, log_target=target)
 
-    def _mh_step(self, words, spans, target, obs, question_masks):
+    def _mh_step(self, words, spans, target, obs, evidence):
         """One single-ship Metropolis move of one particle. `words`: `[4]` uint32 randomness;
-        `question_masks`: `constraints.span_question_masks` of `obs`.
+        `evidence`: `constraints.answer_evidence` of `obs`.
 
         The proposal is symmetric: with probability 1/5 a uniformly random span of the ship's
         length (holding its revealed cells, when hits reveal colour), otherwise one of its four
@@ -222,7 +226,7 @@ class ParticleSampler(Sampler):
         candidate = jnp.where(kind == 0, uniform_span, shifted)
         valid = candidate >= 0
         proposal = spans.at[ship].set(jnp.where(valid, candidate, current))
-        new_target = log_target(cfg, proposal, obs, question_masks)
+        new_target = log_target(cfg, proposal, obs, evidence)
         u = refrng.u32_to_unit_float(words[3], jnp.float32)
         accept = valid & (jnp.log(jnp.maximum(u, 1e-30)) < new_target - target)
         return jnp.where(accept, proposal, spans), jnp.where(accept, new_target, target)

@@ -1,0 +1,58 @@
+"""`bsjax.core.fastpath` returns exactly what the JAX operations it replaces return."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bsjax.core import fastpath
+
+SETTINGS = settings(max_examples=30, deadline=None)
+
+
+@pytest.mark.parametrize("shape", [(1,), (7,), (16, 500, 4), (3, 5, 2, 2)])
+def test_bits_equal_jax_random_bits(shape):
+    keys = jax.random.split(jax.random.key(11), 3)
+    want = jax.vmap(lambda k: jax.random.bits(k, shape, jnp.uint32))(keys)
+    got = jax.jit(jax.vmap(lambda k: fastpath.bits(k, shape)))(keys)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_bits_row_is_one_row_of_bits():
+    key, shape = jax.random.key(5), (6, 9, 4)
+    everything = np.asarray(jax.random.bits(key, shape, jnp.uint32))
+    row = jax.jit(lambda i: fastpath.bits_row(key, shape, i))
+    for i in range(shape[0]):
+        np.testing.assert_array_equal(np.asarray(row(jnp.int32(i))), everything[i])
+
+
+def test_other_generators_fall_back_to_jax():
+    """A raw uint32 key or another generator (rbg) gets JAX's own words."""
+    raw = jax.random.PRNGKey(3)
+    np.testing.assert_array_equal(np.asarray(fastpath.bits(raw, (4, 3))),
+                                  np.asarray(jax.random.bits(raw, (4, 3), jnp.uint32)))
+    rbg = jax.random.key(3, impl="rbg")
+    np.testing.assert_array_equal(np.asarray(fastpath.bits_row(rbg, (4, 3), 2)),
+                                  np.asarray(jax.random.bits(rbg, (4, 3), jnp.uint32))[2])
+
+
+@SETTINGS
+@given(values=st.lists(st.sampled_from([-1.0, 0.0, 0.25, 0.5, 0.75, 1.0, -np.inf]),
+                       min_size=1, max_size=70))
+def test_first_argmax_equals_argmax_with_ties(values):
+    values = jnp.asarray(values, jnp.float32)
+    assert int(fastpath.first_argmax(values)) == int(jnp.argmax(values))
+
+
+@SETTINGS
+@given(seed=st.integers(0, 2**31 - 1), allowed=st.lists(st.booleans(), min_size=1, max_size=40))
+def test_categorical_equals_jax_random_categorical(seed, allowed):
+    allowed = np.asarray(allowed)
+    allowed[seed % len(allowed)] = True  # at least one finite logit
+    logits = jnp.where(jnp.asarray(allowed), 0.0, -jnp.inf)
+    key = jax.random.key(seed)
+    assert int(fastpath.categorical(key, logits)) == int(jax.random.categorical(key, logits))
