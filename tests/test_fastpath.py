@@ -41,8 +41,8 @@ def test_other_generators_fall_back_to_jax():
 
 
 @SETTINGS
-@given(values=st.lists(st.sampled_from([-1.0, 0.0, 0.25, 0.5, 0.75, 1.0, -np.inf]),
-                       min_size=1, max_size=70))
+@given(values=st.lists(st.sampled_from([-1.0, 0.0, 0.25, 0.5, 0.75, 1.0, -np.inf, np.inf,
+                                        np.nan]), min_size=1, max_size=70))
 def test_first_argmax_equals_argmax_with_ties(values):
     values = jnp.asarray(values, jnp.float32)
     assert int(fastpath.first_argmax(values)) == int(jnp.argmax(values))

@@ -69,7 +69,7 @@ class RandomAgent(Agent):
     def decide(self, key: jax.Array, view: View, sampler, belief, state):
         """Returns (action, `[]` float32 p of the chosen cell: 0, no belief, state). Key consumed."""
         unknown = rules.unknown_cells(self.config, view.obs)
-        cell = jax.random.categorical(key, jnp.where(unknown, 0.0, -jnp.inf)).astype(jnp.int32)
+        cell = fastpath.categorical(key, jnp.where(unknown, 0.0, -jnp.inf))
         return shoot(cell, self.config), jnp.float32(0.0), state
 
 

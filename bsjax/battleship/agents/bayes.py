@@ -23,6 +23,7 @@ from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import bitboard, questions
 from bsjax.battleship.planning import eig, sim
 from bsjax.battleship.types import ASK, SHOOT, Action, View
+from bsjax.core import fastpath
 
 RADII = (1, 2)
 
@@ -94,7 +95,7 @@ class BayesAgent(Agent):
         p_yes = answer_matrix.astype(jnp.float32) @ parts.weights
         valid = bitboard.any_set(regions) & ~already_asked(regions, view)
         gain = jnp.where(valid, eig.expected_information_gain(p_yes, cfg.epsilon), -jnp.inf)
-        best_q = jnp.argmax(gain).astype(jnp.int32)
+        best_q = fastpath.first_argmax(gain)
 
         look = sim.lookahead(cfg, parts, answer_matrix[best_q][None], unknown, tempered=False)
         ask = (eig.bayes_d_ask(p[cell], eig.expected_best_after(look)[0], self.gamma)

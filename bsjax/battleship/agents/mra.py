@@ -24,6 +24,7 @@ from bsjax.battleship.runtime import presets as presets_lib
 from bsjax.battleship.runtime import signals
 from bsjax.battleship.runtime.record import COARSE, LATE, LOCAL, Policy, ReflectiveRecord, initial_record
 from bsjax.battleship.types import ASK, SHOOT, Action, View
+from bsjax.core import fastpath
 
 MODE_FAMILIES = (questions.COARSE_FAMILIES, questions.LOCAL_FAMILIES,
                  ("row", "column", "quadrant", "block-2x2"))
@@ -107,7 +108,7 @@ class MRAAgent(Agent):
                                        & (frontier_count == 0), LATE, LOCAL))
             is_open = (record.used[mode] < policy.budgets[mode]) & (view.questions_left > 0)
             scores = jnp.where(pools[mode], adjusted[jnp.minimum(mode, 1)], -jnp.inf)
-            question = jnp.argmax(scores).astype(jnp.int32)
+            question = fastpath.first_argmax(scores)
             # The reference scans from a best of 0 and keeps strictly larger values.
             # Questions are scored only while the mode's budget is open (§8.3).
             has_question = (scores[question] > 0) & is_open

@@ -21,6 +21,7 @@ from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import questions
 from bsjax.battleship.planning import sim
 from bsjax.battleship.types import ASK, SHOOT, Action, View
+from bsjax.core import fastpath
 
 
 @chex.dataclass(frozen=True)
@@ -73,7 +74,7 @@ class WMAAgent(Agent):
 
         adjusted = self.score_questions(parts, p, unknown, hit_cells, hits, total, coarse_phase)
         adjusted = jnp.where(pool, adjusted, -jnp.inf)
-        question = jnp.argmax(adjusted).astype(jnp.int32)          # ties: earliest template
+        question = fastpath.first_argmax(adjusted)          # ties: earliest template
         ask = ~has_frontier & jnp.any(pool) & (adjusted[question] > best_value)
         cell = jnp.where(has_frontier, frontier_cell, best)
 

@@ -34,6 +34,7 @@ from bsjax.battleship.runtime.record import (
     initial_record,
 )
 from bsjax.battleship.types import ASK, SHOOT, Action, View
+from bsjax.core import fastpath
 
 EXPLOIT_THRESHOLD = 1.05   # above 1: WMA's questions are never held back until a closeout
 
@@ -89,7 +90,7 @@ class WMAReflectiveAgent(MRAAgent):
             pool = pool & ~record.asked & (view.questions_left > 0)
             scores = jnp.where(pool, jnp.where(coarse_phase, coarse_values, salvage_values),
                                -jnp.inf)
-            question = jnp.argmax(scores).astype(jnp.int32)      # ties: earliest template
+            question = fastpath.first_argmax(scores)      # ties: earliest template
             ask = (~has_frontier & jnp.any(pool) & (scores[question] > best_value)
                    & ~(p[best] >= policy.exploit_threshold))
             return jnp.where(ask, scores[question], best_value), ask, question, coarse_phase
