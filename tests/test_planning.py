@@ -187,6 +187,42 @@ def test_question_values_match_bruteforce(seed, tempered):
         assert best[-2, 1] == 0.0 and best[-1, 0] == 0.0
 
 
+def _float_matrix_lookahead(config, parts, answer_matrix, unknown):
+    """`sim.lookahead` as first written: products with the 0/1 float matrix of the answers."""
+    match, mismatch = config.answer_likelihood()
+    truth = answer_matrix.astype(jnp.float32)
+    yes_mass = (truth * parts.weights) @ parts.occupancy
+    mass = parts.weights @ parts.occupancy
+    p_yes, p_no = truth @ parts.weights, (1.0 - truth) @ parts.weights
+    marginals = jnp.stack([mismatch * mass + (match - mismatch) * yes_mass,
+                           match * mass - (match - mismatch) * yes_mass], axis=1)
+    total = jnp.stack([match * p_yes + mismatch * p_no, mismatch * p_yes + match * p_no], axis=1)
+    marginals = marginals / jnp.where(total > 0, total, 1.0)[..., None]
+    best = jnp.max(jnp.where(unknown, marginals, -1.0), axis=-1)
+    return p_yes, jnp.where((total > 0) & jnp.any(unknown), best, 0.0)
+
+
+def test_lookahead_equals_the_float_matrix_products_bit_for_bit():
+    """The split-weights form of the look-ahead gives the 0/1-matrix products' values exactly,
+    batched as the harness batches it (54 games x 500 particles x 83 templates)."""
+    rng = np.random.default_rng(7)
+    spans = np.array([[b.spans for b in suites.random_suite(500, g, PAPER)] for g in range(54)],
+                     np.int32)
+    weights = jax.nn.softmax(jnp.asarray(rng.normal(size=(54, 500)) * 3, jnp.float32), axis=-1)
+    unknown = jnp.asarray(rng.random((54, 64)) < 0.7)
+
+    def both(spans, weights, unknown):
+        parts = sim.particles(PAPER, spans, weights)
+        answer_matrix = sim.answers(sim.template_bits(), parts)
+        look = sim.lookahead(PAPER, parts, answer_matrix, unknown)
+        return (look.p_yes, look.best_after), _float_matrix_lookahead(PAPER, parts,
+                                                                      answer_matrix, unknown)
+
+    (p_yes, best), (want_p_yes, want_best) = jax.jit(jax.vmap(both))(spans, weights, unknown)
+    assert np.asarray(p_yes).tobytes() == np.asarray(want_p_yes).tobytes()
+    assert np.asarray(best).tobytes() == np.asarray(want_best).tobytes()
+
+
 def test_question_values_without_unknown_cells_are_h_over_14():
     spans, weights, _, hits = random_particles(3)
     unknown = np.zeros(64, bool)

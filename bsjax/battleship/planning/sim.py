@@ -84,11 +84,18 @@ def lookahead(config: GameConfig, parts: Particles, answer_matrix: jnp.ndarray,
     """
     match, mismatch = config.answer_likelihood() if tempered else (1.0, 0.0)
     gap = match - mismatch
-    truth = answer_matrix.astype(jnp.float32)                                   # [K, P]
-    yes_mass = (truth * parts.weights) @ parts.occupancy                         # [K, C]
+    # Two [K, P] arrays, the weights split by the answer, serve all three products: each
+    # `x @ ones` is the same dot as `truth @ weights` term by term (w·1 = 1·w exactly), so the
+    # values are those of the 0/1 float matrix, with one [K, P] array fewer to write and read.
+    # The ones are computed (w >= 0) so that XLA cannot fold the dot into a differently
+    # ordered sum.
+    yes_weights = jnp.where(answer_matrix, parts.weights, 0.0)                   # [K, P]
+    no_weights = jnp.where(answer_matrix, 0.0, parts.weights)                    # [K, P]
+    ones = (parts.weights >= 0.0).astype(jnp.float32)                           # [P]
+    yes_mass = yes_weights @ parts.occupancy                                     # [K, C]
     mass = parts.weights @ parts.occupancy                                       # [C]
-    p_yes = truth @ parts.weights                                                # [K]
-    p_no = (1.0 - truth) @ parts.weights  # not 1 - p_yes: an answer no particle gives stays 0
+    p_yes = yes_weights @ ones                                                   # [K]
+    p_no = no_weights @ ones  # not 1 - p_yes: an answer no particle gives stays 0
     marginals = jnp.stack([mismatch * mass + gap * yes_mass,
                            match * mass - gap * yes_mass], axis=1)               # [K, 2, C]
     total = jnp.stack([match * p_yes + mismatch * p_no,
