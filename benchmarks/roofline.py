@@ -4,7 +4,8 @@ Work per game-turn, from the sampler's configuration and XLA's own cost analysis
 compiled for one game (a while loop's body is counted once by XLA, so the pieces are compiled
 apart and multiplied by their trip counts):
 
-- `sweeps × ships × P` single-ship MH steps (the rejuvenation), one `log_target` each;
+- `sweeps × ships × P` single-ship MH steps (the rejuvenation), one `log_target` each, with
+  the hash of the step's random words;
 - one reweight (P `log_target`s, the ESS, a possible resample);
 - one `hit_probability` (`[P] @ [P, C]`) and the greedy argmax.
 
@@ -31,8 +32,10 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+from bsjax.battleship.belief import constraints
 from bsjax.battleship.game import rules
 from bsjax.battleship.harness import bench, experiment
+from bsjax.core import fastpath
 
 # Peak (int32/fp32 vector operations per second, bytes per second) of cards by device kind.
 GPU_PEAKS = {
@@ -74,9 +77,15 @@ def work_per_game_turn(particles: int, sweeps: int) -> dict:
     belief = sampler.init(key, state.obs, jnp.int32(1))
     obs = state.obs
     n_ships = game_config.n_ships
-    words = jnp.zeros((particles, 4), jnp.uint32)
-    step = jax.vmap(lambda w, s, t: sampler._mh_step(w, s, t, obs))
-    step_flops, step_bytes = _cost(step, words, belief.spans, belief.log_target)
+    evidence = constraints.answer_evidence(game_config, obs)
+    shape = (sweeps * game_config.n_ships, particles, 4)
+
+    words = jnp.zeros(shape[1:], jnp.uint32)
+    step = jax.vmap(lambda w, s, t: sampler._mh_step(w, s, t, obs, evidence))
+    move_flops, move_bytes = _cost(step, words, belief.spans, belief.log_target)
+    # The step's random words, hashed in the step (`fastpath.bits_row`).
+    hash_flops, hash_bytes = _cost(lambda i: fastpath.bits_row(key, shape, i), jnp.int32(1))
+    step_flops, step_bytes = move_flops + hash_flops, move_bytes + hash_bytes
     reweight_flops, reweight_bytes = _cost(lambda k, b: sampler._reweight(k, b, obs), key, belief)
     decide_flops, decide_bytes = _cost(
         lambda b: player.agent.decide(key, rules.view(game_config, state), sampler, b, ())[0],
@@ -88,6 +97,7 @@ def work_per_game_turn(particles: int, sweeps: int) -> dict:
         "flops": steps * step_flops + reweight_flops + decide_flops,
         "bytes": steps * step_bytes + reweight_bytes + decide_bytes,
         "flops_per_mh_step": step_flops / particles, "bytes_per_mh_step": step_bytes / particles,
+        "hash_flops_per_mh_step": hash_flops / particles,
         "reweight_flops": reweight_flops, "decide_flops": decide_flops,
     }
 
