@@ -5,7 +5,8 @@
   a loop over its five rounds, each reading and writing whole arrays; for the particle sampler's
   `[steps, P, 4]` words that loop was a fifth of an update. Here the rounds are unrolled into one
   elementwise expression that XLA fuses into one pass (about 4x faster on a 2-core CPU). With
-  any other generator or setting it calls `jax.random.bits` itself.
+  any other generator or setting it calls `jax.random.bits` itself. `bits_row(key, shape, i)`
+  is `bits(key, shape)[i]`, for a loop that hashes each step's words in the step.
 - `first_argmax` is `jnp.argmax` of a vector, and `categorical` is
   `jax.random.categorical` over one axis: XLA's CPU argmax is a two-operand reduce that cost
   more than the rest of a greedy decision, and 10% of a batch's time in the particles' initial
