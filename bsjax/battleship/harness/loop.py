@@ -207,7 +207,9 @@ class BatchRunner:
     def _compile(self, keys, truths, seeds):
         start = time.perf_counter()
         self._init = self._init.lower(keys, truths, seeds).compile()
-        states, carries = self._init(keys, truths, seeds)
+        # The init's output shapes, not its outputs: running it here would count a batch's
+        # initial belief (about a second of work) as compile time.
+        states, carries = self._init.out_info
         turn_keys = self._fold(keys, 0)
         if self.captain is not None:
             actions = self._place(self._host_actions(np.zeros(keys.shape[0], np.int32),
