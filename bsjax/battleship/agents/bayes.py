@@ -91,13 +91,15 @@ class BayesAgent(Agent):
                                               turn.best)
 
         regions, template = candidate_regions(cfg, hit_cells, unknown)
-        answer_matrix = sim.answers(regions, parts)                              # [K, P]
-        p_yes = answer_matrix.astype(jnp.float32) @ parts.weights
+        p_yes = sim.answers(regions, parts).astype(jnp.float32) @ parts.weights    # [K]
         valid = bitboard.any_set(regions) & ~already_asked(regions, view)
         gain = jnp.where(valid, eig.expected_information_gain(p_yes, cfg.epsilon), -jnp.inf)
         best_q = fastpath.first_argmax(gain)
 
-        look = sim.lookahead(cfg, parts, answer_matrix[best_q][None], unknown, tempered=False)
+        # The best question's answers recomputed (one row) rather than kept from the [K, P]
+        # matrix: used once, the matrix fuses into the product and is never stored as booleans.
+        best_answers = sim.answers(regions[best_q][None], parts)                  # [1, P]
+        look = sim.lookahead(cfg, parts, best_answers, unknown, tempered=False)
         ask = (eig.bayes_d_ask(p[cell], eig.expected_best_after(look)[0], self.gamma)
                & valid[best_q] & (view.questions_left > 0))
         action = Action(kind=jnp.where(ask, ASK, SHOOT).astype(jnp.int32), cell=cell,
