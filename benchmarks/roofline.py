@@ -86,7 +86,8 @@ def work_per_game_turn(particles: int, sweeps: int) -> dict:
     # The step's random words, hashed in the step (`fastpath.bits_row`).
     hash_flops, hash_bytes = _cost(lambda i: fastpath.bits_row(key, shape, i), jnp.int32(1))
     step_flops, step_bytes = move_flops + hash_flops, move_bytes + hash_bytes
-    reweight_flops, reweight_bytes = _cost(lambda k, b: sampler._reweight(k, b, obs), key, belief)
+    reweight_flops, reweight_bytes = _cost(lambda k, b: sampler._reweight(k, b, obs, evidence),
+                                           key, belief)
     decide_flops, decide_bytes = _cost(
         lambda b: player.agent.decide(key, rules.view(game_config, state), sampler, b, ())[0],
         belief)

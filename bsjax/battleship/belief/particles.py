@@ -113,19 +113,24 @@ class ParticleSampler(Sampler):
         zeros = jnp.zeros(self.n_particles, jnp.float32)
         no_evidence = rules_lib.empty_observations(self.config, obs.ship_lengths)
         state = ParticleState(spans=spans, log_weights=zeros, log_target=zeros)
-        state = self._rejuvenate(k_prior, state, no_evidence, self.init_sweeps)
-        state = self._reweight(k_resample, state, obs)
-        return self._rejuvenate(k_mh, state, obs, self.sweeps)
+        state = self._rejuvenate(k_prior, state, no_evidence,
+                                 constraints.answer_evidence(self.config, no_evidence),
+                                 self.init_sweeps)
+        evidence = constraints.answer_evidence(self.config, obs)
+        state = self._reweight(k_resample, state, obs, evidence)
+        return self._rejuvenate(k_mh, state, obs, evidence, self.sweeps)
 
     def update(self, key: jax.Array, state: ParticleState, obs: Observations) -> ParticleState:
         """Reweight by the new evidence, resample if ESS < P/2, rejuvenate. The key is consumed."""
         k_resample, k_mh = jax.random.split(key)
-        state = self._reweight(k_resample, state, obs)
-        return self._rejuvenate(k_mh, state, obs, self.sweeps)
+        evidence = constraints.answer_evidence(self.config, obs)  # once per observation
+        state = self._reweight(k_resample, state, obs, evidence)
+        return self._rejuvenate(k_mh, state, obs, evidence, self.sweeps)
 
-    def _reweight(self, key: jax.Array, state: ParticleState, obs: Observations) -> ParticleState:
-        """Multiply weights by target(obs) / target(previous evidence); resample if ESS < P/2."""
-        evidence = constraints.answer_evidence(self.config, obs)
+    def _reweight(self, key: jax.Array, state: ParticleState, obs: Observations,
+                  evidence: constraints.AnswerEvidence) -> ParticleState:
+        """Multiply weights by target(obs) / target(previous evidence); resample if ESS < P/2.
+        `evidence` is `constraints.answer_evidence` of `obs`."""
         targets = jax.vmap(lambda s: log_target(self.config, s, obs, evidence))(state.spans)
         log_weights = state.log_weights + (targets - state.log_target)
         log_weights = log_weights - jnp.max(log_weights)
@@ -175,10 +180,10 @@ class ParticleSampler(Sampler):
         return spans
 
     def _rejuvenate(self, key: jax.Array, state: ParticleState, obs: Observations,
-                    sweeps: int) -> ParticleState:
+                    evidence: constraints.AnswerEvidence, sweeps: int) -> ParticleState:
+        """`sweeps` MH sweeps targeting `obs` (`evidence`: its `constraints.answer_evidence`)."""
         n_steps = sweeps * self.config.n_ships
         shape = (n_steps, self.n_particles, 4)
-        evidence = constraints.answer_evidence(self.config, obs)  # fixed while particles move
         # Step i moves with `bits(key, shape)[i]`, hashed by step i - 1 into the carry: a loop
         # carry is one buffer, so the hash runs once per step (XLA would re-hash fused words in
         # every kernel that reads them) and no [steps, G, P, 4] array is built and transposed.
