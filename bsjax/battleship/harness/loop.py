@@ -207,8 +207,8 @@ class BatchRunner:
     def _compile(self, keys, truths, seeds):
         start = time.perf_counter()
         self._init = self._init.lower(keys, truths, seeds).compile()
-        # The init's output shapes, not its outputs: running it here would count a batch's
-        # initial belief (about a second of work) as compile time.
+        # The init's output shapes, not its outputs: running it here would count the work of a
+        # batch's initial belief as compile time.
         states, carries = self._init.out_info
         turn_keys = self._fold(keys, 0)
         if self.captain is not None:
