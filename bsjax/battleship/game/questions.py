@@ -325,7 +325,7 @@ def cluster_neighborhood(anchor: jnp.ndarray, depth: jnp.ndarray, hit_cells: jnp
     cluster = (labels == anchor_label) & (anchor_label >= 0)                      # [C]
     # The cells within Manhattan distance `depth` of the cluster are the cluster dilated `depth`
     # times by the 4-neighbourhood (on a grid without walls the two sets are the same): no
-    # [C, C] distance table per anchor, which cost more than the rest of a Bayes turn.
+    # [C, C] distance table per anchor (about an eighth of a Bayes turn in a CPU profile).
     near = lax.fori_loop(0, depth, lambda _, m: m | _neighbour_any(m, rows, cols), cluster)
     return unknown_cells.astype(bool) & ~cluster & near
 
