@@ -11,6 +11,7 @@ the same chain draws from JAX keys.
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import chex
 import jax
@@ -26,6 +27,41 @@ from bsjax.battleship.types import Observations
 from bsjax.core import fastpath
 
 BOARD_SEED_OFFSET = 20000
+
+
+class StepDraws(NamedTuple):
+    """One MH step's randomness with JAX keys (leading axes: steps).
+
+    Attributes:
+      ship: int32 the ship to move. place: uint32 the word that picks its new placement.
+      log_u: ln of the acceptance uniform, in the chain's log dtype.
+    """
+
+    ship: chex.Array
+    place: chex.Array
+    log_u: chex.Array
+
+
+def _tiny(dtype):
+    """The smallest positive float of `dtype` (a zero uniform is accepted like the reference's)."""
+    return jnp.asarray(5e-324 if dtype == jnp.float64 else 1e-45, dtype)
+
+
+class Proposal(NamedTuple):
+    """A move proposed by one MH step and decided at the start of the next (`_decide`).
+
+    Attributes:
+      ship: `[]` int32 the ship moved. candidate: `[]` int32 its proposed span.
+      log_post: `[]` the proposal's log-posterior (chain log dtype).
+      has_pool: `[]` bool whether the ship had anywhere to go (else never accepted).
+      log_u: `[]` ln u of the acceptance test (JAX keys; reference mode draws it when needed).
+    """
+
+    ship: chex.Array
+    candidate: chex.Array
+    log_post: chex.Array
+    has_pool: chex.Array
+    log_u: chex.Array
 
 
 @chex.dataclass(frozen=True)
@@ -94,22 +130,29 @@ class ChainSampler(Sampler):
         # The evidence is fixed for the whole refresh: its move tables are built once.
         tables = moves.move_tables(self.config, state.board, obs, self.log_dtype)
 
-        def run(carry, keys):
+        ships = state.board.shape[0]
+
+        nothing = Proposal(ship=jnp.int32(0), candidate=state.board[0], log_post=log_post,
+                           has_pool=jnp.bool_(False), log_u=jnp.zeros((), self.log_dtype))
+
+        def run(carry, draws):
+            """`len(draws)` MH steps from a decided chain state to a decided chain state."""
             # Not unrolled: with the packed tables a step is a few small kernels, and unrolling
             # (1.25x faster with the old per-candidate step) now costs 25% and compile time.
-            return lax.scan(lambda c, k: (self._mh_step(k, c, obs, tables), None), carry,
-                            keys)[0]
+            def step(c, d):
+                return self._mh_step(d, self._decide(*c), obs, tables), None
+            return self._decide(*lax.scan(step, (carry, nothing), draws)[0])
 
         carry = (state.board, log_post, state.stream)
-        carry = run(carry, self._step_keys(k_burn, self.burn_in))
+        carry = run(carry, self._step_draws(k_burn, self.burn_in, ships))
 
-        def collect(carry, keys):
-            carry = run(carry, keys)
+        def collect(carry, draws):
+            carry = run(carry, draws)
             return carry, carry[0]
 
-        collect_keys = self._step_keys(k_collect, self.n_samples * self.thin)
-        collect_keys = collect_keys.reshape((self.n_samples, self.thin) + collect_keys.shape[1:])
-        (board, _, stream), samples = lax.scan(collect, carry, collect_keys)
+        draws = self._step_draws(k_collect, self.n_samples * self.thin, ships)
+        draws = jax.tree.map(lambda x: x.reshape((self.n_samples, self.thin)), draws)
+        (board, _, stream), samples = lax.scan(collect, carry, draws)
         return state.replace(board=board, samples=samples, stream=stream)
 
     def weighted_particles(self, state: ChainState) -> tuple[chex.Array, chex.Array]:
@@ -128,16 +171,22 @@ class ChainSampler(Sampler):
 
     # ----- internals -----
 
-    def _step_keys(self, key: jax.Array, n: int) -> chex.Array:
-        """Per-step randomness: `[n, 3]` uint32 words (ship, placement, acceptance).
+    def _step_draws(self, key: jax.Array, n: int, ships: int) -> StepDraws:
+        """The randomness of `n` steps, `StepDraws` of `[n]` arrays, drawn in one call rather than
+        a key split per step (threefry per step dominated the step cost).
 
-        Drawn in one call rather than splitting a key per step (threefry per step dominated the
-        step cost). In reference mode the words are unused placeholders: draws come from the
-        int32 stream.
+        Each step's three uint32 words (ship, placement, acceptance) are turned into a ship index
+        and ln u here, for all steps at once: inside the step XLA's fusion would repeat that
+        arithmetic in every kernel that reads the ship. In reference mode the draws are unused
+        placeholders: they come from the int32 stream inside the step.
         """
         if self.reference_rng:
-            return jnp.zeros((n, 3), jnp.uint32)
-        return fastpath.bits(key, (n, 3))
+            return StepDraws(jnp.zeros((n,), jnp.int32), jnp.zeros((n,), jnp.uint32),
+                             jnp.zeros((n,), self.log_dtype))
+        words = fastpath.bits(key, (n, 3))
+        u = refrng.u32_to_unit_float(words[:, 2], self.log_dtype)
+        return StepDraws(ship=refrng.u32_times_int_high(words[:, 0], jnp.int32(ships)),
+                         place=words[:, 1], log_u=jnp.log(jnp.maximum(u, _tiny(self.log_dtype))))
 
     def _log_post(self, board: chex.Array, obs: Observations) -> chex.Array:
         return constraints.log_posterior(self.config, spans_lib.spans_bits(self.config, board),
@@ -160,49 +209,60 @@ class ChainSampler(Sampler):
                           jnp.where(found, generated, state.board))
         return state.replace(board=board, board_seed=state.board_seed + used)
 
-    def _draw_int(self, stream, word, m):
-        """An integer in [0, m): from the reference stream, or from a uniform uint32 word."""
-        if self.reference_rng:
-            return refrng.jax_next_int(stream, m)
-        return stream, refrng.u32_times_int_high(word, m)
+    def _mh_step(self, draws: StepDraws, carry, obs: Observations, tables: moves.MoveTables):
+        """Propose one single-ship move with the reference's enumeration-time shot check.
 
-    def _mh_step(self, words, carry, obs: Observations, tables: moves.MoveTables):
-        """One single-ship MH move with the reference's enumeration-time shot check.
-
-        `words` is `[3]` uint32 randomness (ignored in reference mode); `tables` are the move
-        tables of `obs`."""
+        `carry` is the decided (board, log_post, stream); `draws` the step's randomness (ignored
+        in reference mode); `tables` the move tables of `obs`. Returns (carry, `Proposal`): the
+        acceptance test is left to `_decide`, at the start of the next step. Deciding here, XLA's
+        CPU fusion computed the proposal's log-posterior once for each consumer of the decision
+        (the board and the log-posterior); carried across the step boundary it is computed once.
+        """
         board, log_post, stream = carry
         cfg = self.config
-        k_ship, k_place, k_accept = words[0], words[1], words[2]
-        stream, ship = self._draw_int(stream, k_ship, jnp.int32(board.shape[0]))
+        if self.reference_rng:
+            stream, ship = refrng.jax_next_int(stream, jnp.int32(board.shape[0]))
+        else:
+            ship = draws.ship
         ship_bits = spans_lib.spans_bits(cfg, board)                               # [S, W]
         pool, first = moves.pool_words(cfg, tables, board, ship, ship_bits, obs)    # [Kw], []
         pool_size = jnp.sum(jnp.bitwise_count(pool), dtype=jnp.int32)
         has_pool = pool_size > 0
 
-        new_stream, pick = self._draw_int(stream, k_place, pool_size)
-        stream = jnp.where(has_pool, new_stream, stream)
+        if self.reference_rng:
+            new_stream, pick = refrng.jax_next_int(stream, pool_size)
+            stream = jnp.where(has_pool, new_stream, stream)
+        else:
+            pick = refrng.u32_times_int_high(draws.place, pool_size)
         # With an empty pool the candidate is meaningless and never accepted (has_pool).
         candidate = (first + moves.nth_set_bit(pool, pick)).astype(jnp.int32)
         proposal = board.at[ship].set(candidate)
-        proposal_bits = ship_bits.at[ship].set(spans_lib.spans_bits(cfg, candidate))
+        # The proposal's bits are read from the proposal, not from `candidate`: XLA's fusion
+        # would otherwise copy the whole bit search into each consumer of the candidate.
+        proposal_bits = spans_lib.spans_bits(cfg, proposal)
         log_likelihood = constraints.placement_log_likelihood(cfg, tables.answers, proposal, obs)
         new_log_post = constraints.log_posterior(cfg, proposal_bits, obs, self.log_dtype,
                                                  log_likelihood)
+        return (board, log_post, stream), Proposal(ship, candidate, new_log_post, has_pool,
+                                                   draws.log_u)
 
-        finite_new = jnp.isfinite(new_log_post)
+    def _decide(self, carry, proposal: Proposal):
+        """The Metropolis acceptance of `proposal`: the decided (board, log_post, stream)."""
+        board, log_post, stream = carry
+        finite_new = jnp.isfinite(proposal.log_post)
         finite_cur = jnp.isfinite(log_post)
-        delta = new_log_post - log_post
-        needs_uniform = has_pool & finite_new & finite_cur & (delta < 0)
+        delta = proposal.log_post - log_post
+        needs_uniform = proposal.has_pool & finite_new & finite_cur & (delta < 0)
         if self.reference_rng:
             next_stream, u32 = refrng.jax_next(stream)
             u = refrng.u32_to_unit_float(u32, self.log_dtype)
             stream = jnp.where(needs_uniform, next_stream, stream)
+            log_u = jnp.log(jnp.maximum(u, _tiny(self.log_dtype)))
         else:
-            u = refrng.u32_to_unit_float(k_accept, self.log_dtype)
-        tiny = jnp.asarray(5e-324 if self.log_dtype == jnp.float64 else 1e-45, self.log_dtype)
-        accept_mh = jnp.log(jnp.maximum(u, tiny)) < delta
-        accept = has_pool & finite_new & (~finite_cur | (delta >= 0) | accept_mh)
-        board = jnp.where(accept, proposal, board)
-        log_post = jnp.where(accept, new_log_post, log_post)
+            log_u = proposal.log_u
+        accept_mh = log_u < delta
+        accept = proposal.has_pool & finite_new & (~finite_cur | (delta >= 0) | accept_mh)
+        ship = proposal.ship
+        board = board.at[ship].set(jnp.where(accept, proposal.candidate, board[ship]))
+        log_post = jnp.where(accept, proposal.log_post, log_post)
         return board, log_post, stream

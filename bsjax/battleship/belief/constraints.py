@@ -114,10 +114,12 @@ def answer_sums(config: GameConfig, obs: Observations, dtype=jnp.float32) -> jnp
     return sums
 
 
-def answer_evidence(config: GameConfig, obs: Observations, dtype=jnp.float32) -> AnswerEvidence:
-    """The `AnswerEvidence` of `obs`."""
+def answer_evidence(config: GameConfig, obs: Observations, dtype=jnp.float32,
+                    table: bool = True) -> AnswerEvidence:
+    """The `AnswerEvidence` of `obs`; `table=False` (static) leaves out the `sums` table, so
+    `placement_log_likelihood` sums the answer terms per placement."""
     n_questions = config.max_questions
-    use_table = n_questions <= TABLE_MAX_QUESTIONS
+    use_table = table and n_questions <= TABLE_MAX_QUESTIONS
     return AnswerEvidence(
         question_masks=span_question_masks(config, obs),
         answers=bitboard.pack(obs.answers),
@@ -129,7 +131,7 @@ def placement_log_likelihood(config: GameConfig, evidence: AnswerEvidence, spans
                              obs: Observations) -> jnp.ndarray:
     """`[]` the answer log-likelihood of placement `spans` (`[S]` span ids): equal to
     `answer_log_likelihood` of its board, of the dtype of `evidence.sums`."""
-    if config.max_questions > TABLE_MAX_QUESTIONS:
+    if config.max_questions > TABLE_MAX_QUESTIONS or evidence.sums.shape[0] == 1:
         truth = placement_truth(config, evidence.question_masks, spans)
         return sum_answer_terms(config, truth, obs, evidence.sums.dtype)
     words = bitboard.union(evidence.question_masks[spans], axis=0)                  # [Qw]

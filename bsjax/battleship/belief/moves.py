@@ -15,7 +15,7 @@ order, packed into ⌈K/32⌉ uint32 words) and the rule is a few word operation
     chain runs): `shot_ok[s]`, the candidates of span s's length that cover s's hit cells and
     avoid s's miss cells; `colour_ok[k]`, those of ship k's length that hold its revealed cells;
     `answers`, the answer evidence (`constraints.AnswerEvidence`: which questions each span
-    meets, and the answer log-likelihood of every mismatch pattern).
+    meets; the answer terms are summed per proposal).
 The pool, and so every draw, is the same as the per-candidate rule's (a property test).
 """
 
@@ -92,8 +92,10 @@ def move_tables(config: GameConfig, board: jnp.ndarray, obs: Observations,
     else:
         _, valid = static_tables(config)
         colour_ok = jnp.asarray(valid)[lengths]
+    # No `[2**Q]` sums table: one placement per step sums its answer terms faster than it reads
+    # a table that large (on CPU, XLA splits any kernel holding it across threads).
     return MoveTables(jnp.concatenate(shot_ok), colour_ok,
-                      constraints.answer_evidence(config, obs, dtype))
+                      constraints.answer_evidence(config, obs, dtype, table=False))
 
 
 def pool_words(config: GameConfig, tables: MoveTables, board: jnp.ndarray, ship: jnp.ndarray,
