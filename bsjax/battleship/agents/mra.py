@@ -89,7 +89,12 @@ class MRAAgent(Agent):
         sizes = jnp.sum(labels[None, :] == jnp.arange(cfg.n_cells)[:, None], axis=1)
         largest_cluster = jnp.max(sizes).astype(jnp.int32)
 
-        look = sim.lookahead(cfg, parts, sim.answers(sim.template_bits(), parts), unknown)
+        static_pools = mode_pools(None if self.improved else 10)
+        # Only templates some mode may ask are reweighted (20 of 83 in the paper's variant); the
+        # others are never scored (-inf below).
+        askable = static_pools.any(axis=0)
+        look = sim.lookahead(cfg, parts, sim.answers(sim.template_bits(), parts), unknown,
+                             rows=None if askable.all() else np.flatnonzero(askable))
         raw = sim.raw_question_values(look, hits, total)
         mass = sim.region_mass(p, unknown)
         relevance = sim.cluster_relevance(hit_cells, labels)
@@ -97,7 +102,7 @@ class MRAAgent(Agent):
             sim.adjusted_values(raw, look.p_yes, mass, relevance, sim.COARSE_WEIGHTS),
             sim.adjusted_values(raw, look.p_yes, mass, relevance, sim.SALVAGE_WEIGHTS)])
 
-        pools = jnp.asarray(mode_pools(None if self.improved else 10))
+        pools = jnp.asarray(static_pools)
         if self.improved:
             pools = pools & ~record.asked[None, :]
 

@@ -65,7 +65,8 @@ class Lookahead(NamedTuple):
 
 
 def lookahead(config: GameConfig, parts: Particles, answer_matrix: jnp.ndarray,
-              unknown: jnp.ndarray, tempered: bool = True) -> Lookahead:
+              unknown: jnp.ndarray, tempered: bool = True,
+              rows: np.ndarray | None = None) -> Lookahead:
     """Reweight the particles by each answer of each candidate and read the best marginal.
 
     Both answers come from one reweighting: with L(yes | particle) = mismatch + gap · truth and
@@ -79,6 +80,10 @@ def lookahead(config: GameConfig, parts: Particles, answer_matrix: jnp.ndarray,
       unknown: `[C]` bool unshot cells.
       tempered: reweight with the captain's likelihood L(match)/L(mismatch) (the reference's
         §7.3); False splits by the noise-free answer (Grand et al.'s Bayes-D partition).
+      rows: static indices of the candidates the caller may choose (all by default): only
+        they are reweighted, the others get `best_after` 0. p_yes is still summed for all K,
+        since the summation order of XLA's matrix-vector product depends on the row count
+        (the `[K, C]` product's does not): every value equals that of a call without `rows`.
     Returns:
       Lookahead with `[K]` p_yes and `[K, 2]` best post-answer hit probability.
     """
@@ -92,10 +97,13 @@ def lookahead(config: GameConfig, parts: Particles, answer_matrix: jnp.ndarray,
     yes_weights = jnp.where(answer_matrix, parts.weights, 0.0)                   # [K, P]
     no_weights = jnp.where(answer_matrix, 0.0, parts.weights)                    # [K, P]
     ones = (parts.weights >= 0.0).astype(jnp.float32)                           # [P]
-    yes_mass = yes_weights @ parts.occupancy                                     # [K, C]
     mass = parts.weights @ parts.occupancy                                       # [C]
     p_yes = yes_weights @ ones                                                   # [K]
     p_no = no_weights @ ones  # not 1 - p_yes: an answer no particle gives stays 0
+    all_p_yes = p_yes
+    if rows is not None:
+        yes_weights, p_yes, p_no = yes_weights[rows], p_yes[rows], p_no[rows]
+    yes_mass = yes_weights @ parts.occupancy                                     # [R, C]
     marginals = jnp.stack([mismatch * mass + gap * yes_mass,
                            match * mass - gap * yes_mass], axis=1)               # [K, 2, C]
     total = jnp.stack([match * p_yes + mismatch * p_no,
@@ -103,7 +111,9 @@ def lookahead(config: GameConfig, parts: Particles, answer_matrix: jnp.ndarray,
     marginals = marginals / jnp.where(total > 0, total, 1.0)[..., None]
     best = jnp.max(jnp.where(unknown, marginals, -1.0), axis=-1)
     best = jnp.where((total > 0) & jnp.any(unknown), best, 0.0)
-    return Lookahead(p_yes, best)
+    if rows is not None:
+        best = jnp.zeros((answer_matrix.shape[0], 2), best.dtype).at[rows].set(best)
+    return Lookahead(all_p_yes, best)
 
 
 def raw_question_values(look: Lookahead, hits: jnp.ndarray, total_cells) -> jnp.ndarray:
