@@ -223,6 +223,35 @@ def test_lookahead_equals_the_float_matrix_products_bit_for_bit():
     assert np.asarray(best).tobytes() == np.asarray(want_best).tobytes()
 
 
+def test_lookahead_rows_give_the_full_call_values_bit_for_bit():
+    """Reweighting only some candidates (`rows`, as MRA does with the 20 templates its modes may
+    ask) leaves every value of those candidates as the full call gives it, batched as the
+    harness batches it; the others get best_after 0 and their p_yes unchanged."""
+    from bsjax.battleship.agents.mra import mode_pools
+
+    rows = np.flatnonzero(mode_pools(10).any(axis=0))
+    assert len(rows) == 20
+    rng = np.random.default_rng(11)
+    spans = np.array([[b.spans for b in suites.random_suite(500, g, PAPER)] for g in range(54)],
+                     np.int32)
+    weights = jax.nn.softmax(jnp.asarray(rng.normal(size=(54, 500)) * 3, jnp.float32), axis=-1)
+    unknown = jnp.asarray(rng.random((54, 64)) < 0.7)
+
+    def both(spans, weights, unknown):
+        parts = sim.particles(PAPER, spans, weights)
+        answer_matrix = sim.answers(sim.template_bits(), parts)
+        return (sim.lookahead(PAPER, parts, answer_matrix, unknown, rows=rows),
+                sim.lookahead(PAPER, parts, answer_matrix, unknown))
+
+    some, full = jax.jit(jax.vmap(both))(spans, weights, unknown)
+    assert np.asarray(some.p_yes).tobytes() == np.asarray(full.p_yes).tobytes()
+    best, want = np.asarray(some.best_after), np.asarray(full.best_after)
+    assert best[:, rows].tobytes() == want[:, rows].tobytes()
+    assert want[:, rows].any()
+    others = np.setdiff1d(np.arange(best.shape[1]), rows)
+    assert not best[:, others].any()
+
+
 def test_question_values_without_unknown_cells_are_h_over_14():
     spans, weights, _, hits = random_particles(3)
     unknown = np.zeros(64, bool)
