@@ -202,14 +202,20 @@ def _float_matrix_lookahead(config, parts, answer_matrix, unknown):
     return p_yes, jnp.where((total > 0) & jnp.any(unknown), best, 0.0)
 
 
-def test_lookahead_equals_the_float_matrix_products_bit_for_bit():
-    """The split-weights form of the look-ahead gives the 0/1-matrix products' values exactly,
-    batched as the harness batches it (54 games x 500 particles x 83 templates)."""
-    rng = np.random.default_rng(7)
+def _harness_batch(seed):
+    """A batch shaped as the harness batches it: `[54, 500]` particles (span ids and softmax
+    weights) and `[54, 64]` unknown cells."""
+    rng = np.random.default_rng(seed)
     spans = np.array([[b.spans for b in suites.random_suite(500, g, PAPER)] for g in range(54)],
                      np.int32)
     weights = jax.nn.softmax(jnp.asarray(rng.normal(size=(54, 500)) * 3, jnp.float32), axis=-1)
-    unknown = jnp.asarray(rng.random((54, 64)) < 0.7)
+    return spans, weights, jnp.asarray(rng.random((54, 64)) < 0.7)
+
+
+def test_lookahead_equals_the_float_matrix_products_bit_for_bit():
+    """The split-weights form of the look-ahead gives the 0/1-matrix products' values exactly,
+    batched as the harness batches it (54 games x 500 particles x 83 templates)."""
+    spans, weights, unknown = _harness_batch(7)
 
     def both(spans, weights, unknown):
         parts = sim.particles(PAPER, spans, weights)
@@ -231,11 +237,7 @@ def test_lookahead_rows_give_the_full_call_values_bit_for_bit():
 
     rows = np.flatnonzero(mode_pools(10).any(axis=0))
     assert len(rows) == 20
-    rng = np.random.default_rng(11)
-    spans = np.array([[b.spans for b in suites.random_suite(500, g, PAPER)] for g in range(54)],
-                     np.int32)
-    weights = jax.nn.softmax(jnp.asarray(rng.normal(size=(54, 500)) * 3, jnp.float32), axis=-1)
-    unknown = jnp.asarray(rng.random((54, 64)) < 0.7)
+    spans, weights, unknown = _harness_batch(11)
 
     def both(spans, weights, unknown):
         parts = sim.particles(PAPER, spans, weights)
