@@ -244,7 +244,7 @@ def _truth_fns(config):
     return jax.jit(table_truth), jax.jit(direct_truth)
 
 
-@pytest.mark.parametrize("name", ["paper", "wide_q"])
+@pytest.mark.parametrize("name", ["paper", "paper_no_table", "wide_q"])
 @SETTINGS
 @given(data=st.data())
 def test_placement_truth_equals_bitboard_intersection(name, data):
@@ -268,10 +268,10 @@ def test_placement_truth_equals_bitboard_intersection(name, data):
 
 
 @functools.cache
-def _likelihood_fns(config, dtype):
+def _likelihood_fns(config, dtype, table):
     def table_likelihood(spans, obs):
         return constraints.placement_log_likelihood(
-            config, constraints.answer_evidence(config, obs, dtype), spans, obs)
+            config, constraints.answer_evidence(config, obs, dtype, table), spans, obs)
 
     def direct_likelihood(spans, obs):
         return constraints.answer_log_likelihood(config, spans_lib.board_bits(config, spans),
@@ -280,14 +280,15 @@ def _likelihood_fns(config, dtype):
     return jax.jit(table_likelihood), jax.jit(direct_likelihood)
 
 
-@pytest.mark.parametrize("name", ["paper", "wide_q"])
+@pytest.mark.parametrize("name", ["paper", "paper_no_table", "wide_q"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @SETTINGS
 @given(data=st.data())
 def test_placement_log_likelihood_equals_the_sum(name, dtype, data):
-    """The `[2**Q]` table of answer sums (paper: 15 questions) and the per-placement fallback
-    (40 questions) give the sequential sum bit for bit, in float32 and in float64."""
-    config = PAPER if name == "paper" else WIDE_Q
+    """The `[2**Q]` table of answer sums (paper: 15 questions) and the per-placement sums (40
+    questions; or no table asked for, as the chain does) give the sequential sum bit for bit,
+    in float32 and in float64."""
+    config = WIDE_Q if name == "wide_q" else PAPER
     n_spans = spans_lib.table_for(config).n_spans
     spans = np.asarray(data.draw(st.lists(st.integers(0, n_spans - 1), min_size=config.n_ships,
                                           max_size=config.n_ships)), np.int32)
@@ -299,7 +300,8 @@ def test_placement_log_likelihood_equals_the_sum(name, dtype, data):
     obs = obs.replace(question_bits=jnp.asarray(bitboard.pack_np(regions)),
                       answers=jnp.asarray(answers), n_questions=jnp.int32(n_questions))
     with jax.enable_x64(dtype == "float64"):
-        table_likelihood, direct_likelihood = _likelihood_fns(config, jnp.dtype(dtype))
+        table_likelihood, direct_likelihood = _likelihood_fns(config, jnp.dtype(dtype),
+                                                              name != "paper_no_table")
         got = table_likelihood(jnp.asarray(spans), obs)
         want = direct_likelihood(jnp.asarray(spans), obs)
         assert got.dtype == want.dtype == jnp.dtype(dtype)

@@ -91,7 +91,8 @@ class AnswerEvidence:
       answers: `[Qw]` uint32 the recorded answers, packed.
       asked: `[Qw]` uint32 bit j set for the questions asked so far.
       sums: `[2**Q]` the answer log-likelihood of every mismatch pattern (bit j set: the
-        placement disagrees with answer j), or `[1]` unused when Q > TABLE_MAX_QUESTIONS.
+        placement disagrees with answer j); `[1]` when there is no table (Q >
+        TABLE_MAX_QUESTIONS, or `answer_evidence(table=False)`): its dtype is then the sum's.
     """
 
     question_masks: chex.Array
@@ -131,7 +132,7 @@ def placement_log_likelihood(config: GameConfig, evidence: AnswerEvidence, spans
                              obs: Observations) -> jnp.ndarray:
     """`[]` the answer log-likelihood of placement `spans` (`[S]` span ids): equal to
     `answer_log_likelihood` of its board, of the dtype of `evidence.sums`."""
-    if config.max_questions > TABLE_MAX_QUESTIONS or evidence.sums.shape[0] == 1:
+    if evidence.sums.shape[0] == 1:  # no table (Q = 0 too: the sum of no terms)
         truth = placement_truth(config, evidence.question_masks, spans)
         return sum_answer_terms(config, truth, obs, evidence.sums.dtype)
     words = bitboard.union(evidence.question_masks[spans], axis=0)                  # [Qw]
