@@ -9,7 +9,7 @@ import pytest
 from support import bits, cells_mask, grand_tiny, observe, tiny  # noqa: F401
 
 from bsjax.battleship.belief import exact
-from bsjax.battleship.game import rules
+from bsjax.battleship.game.env import Env
 from bsjax.battleship.game import spans as spans_lib
 
 
@@ -274,8 +274,8 @@ def test_grand_observations_from_rules_step():
     truth = np.array([spans_lib.span_index(4, 4, (2, 3), 3, 0, 0, True),     # {0,1,2}
                       spans_lib.span_index(4, 4, (2, 3), 2, 2, 3, False)],   # {11,15}
                      np.int32)
-    state = rules.init(config, truth, 0)
-    step = jax.jit(lambda s, a: rules.step(jax.random.PRNGKey(0), config, s, a))
+    state = Env(config).init(truth, 0)
+    step = jax.jit(lambda s, a: Env(config).step(jax.random.PRNGKey(0), s, a))
     for cell in (0, 1, 2, 15, 5):
         state, _ = step(state, types.shoot(cell, config))
     assert bool(state.obs.sunk[0]) and not bool(state.obs.sunk[1])

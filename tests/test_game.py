@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from bsjax.battleship.belief import generator
 from bsjax.battleship.config import GRAND, PAPER
 from bsjax.battleship.game import bitboard, refrng, rules, suites
+from bsjax.battleship.game.env import Env
 from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.types import ask, shoot
 
@@ -125,42 +126,46 @@ def test_span_table_counts_and_order():
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), shots=st.lists(st.integers(0, 63), min_size=1, max_size=64))
 def test_rules_shots_are_exact_and_f1_closed_form(seed, shots):
+    """Every shot, repeated cells included: a repeat is illegal, uses its shot, reveals nothing."""
     board = suites.random_suite(1, seed, PAPER)[0]
-    state = rules.init(PAPER, jnp.asarray(board.spans), jnp.int32(seed + 1))
+    state = Env(PAPER).init(jnp.asarray(board.spans), jnp.int32(seed + 1))
     occupied = board.grid.reshape(-1) > 0
-    shot_cells, hits = set(), 0
+    shot_cells, hits, n_shots = set(), 0, 0
     for cell in shots:
-        if cell in shot_cells or bool(state.done):
-            continue
+        if bool(state.done):
+            break
         state, outcome = _step(state, cell)
-        assert bool(outcome) == bool(occupied[cell])
+        n_shots += 1
+        repeat = cell in shot_cells
+        assert bool(outcome) == (bool(occupied[cell]) and not repeat)
         shot_cells.add(cell)
-        hits += int(occupied[cell])
-    assert int(state.hits) == hits and int(state.shots) == len(shot_cells)
+        hits += int(occupied[cell] and not repeat)
+    assert int(state.hits) == hits and int(state.shots) == n_shots
+    assert int(state.hits) == int(bitboard.popcount(state.obs.hit_bits))
     assert bool(state.won) == (hits == 14)
     f1 = float(rules.f1_score(state.shots, state.hits, 14))
-    p, r = hits / max(len(shot_cells), 1), hits / 14
+    p, r = hits / max(n_shots, 1), hits / 14
     assert f1 == pytest.approx(2 * p * r / (p + r) if hits else 0.0, abs=1e-6)
 
 
-_step = jax.jit(lambda s, c: rules.step(jax.random.key(0), PAPER, s, shoot(c, PAPER)))
+_step = jax.jit(lambda s, c: Env(PAPER).step(jax.random.key(0), s, shoot(c, PAPER)))
 
 
 def test_noisy_answers_flip_at_epsilon():
     board = suites.synthetic_suite()[0]
-    state = rules.init(PAPER, jnp.asarray(board.spans), jnp.int32(1))
+    state = Env(PAPER).init(jnp.asarray(board.spans), jnp.int32(1))
     region = bitboard.pack(jnp.arange(64) < 8)  # row A: truth is yes on B01
-    ask_fn = jax.jit(jax.vmap(lambda k: rules.step(k, PAPER, state, ask(0, region))[1]))
+    ask_fn = jax.jit(jax.vmap(lambda k: Env(PAPER).step(k, state, ask(0, region))[1]))
     answers = np.asarray(ask_fn(jax.random.split(jax.random.key(3), 20_000)))
     assert abs((~answers).mean() - 0.1) < 0.01
 
 
 def test_grand_hits_reveal_colour_and_sinking():
     board = suites.grand_suite()[0]
-    state = rules.init(GRAND, jnp.asarray(board.spans), jnp.int32(1))
+    state = Env(GRAND).init(jnp.asarray(board.spans), jnp.int32(1))
     assert sorted(np.asarray(state.obs.ship_lengths).tolist()) == sorted(board.ship_lengths)
     orange = np.flatnonzero(board.grid.reshape(-1) == 4)
-    step = jax.jit(lambda s, c: rules.step(jax.random.key(0), GRAND, s, shoot(c, GRAND)))
+    step = jax.jit(lambda s, c: Env(GRAND).step(jax.random.key(0), s, shoot(c, GRAND)))
     for cell in orange:
         assert not bool(state.obs.sunk[3])
         state, hit = step(state, int(cell))
@@ -172,8 +177,8 @@ def test_grand_hits_reveal_colour_and_sinking():
 
 def test_grand_answers_are_exact():
     board = suites.grand_suite()[0]
-    state = rules.init(GRAND, jnp.asarray(board.spans), jnp.int32(1))
+    state = Env(GRAND).init(jnp.asarray(board.spans), jnp.int32(1))
     region = bitboard.pack(jnp.arange(64) < 8)  # row A of B01 is all water
-    answers = jax.vmap(lambda k: rules.step(k, GRAND, state, ask(0, region))[1])(
+    answers = jax.vmap(lambda k: Env(GRAND).step(k, state, ask(0, region))[1])(
         jax.random.split(jax.random.key(0), 500))
     assert not np.asarray(answers).any()

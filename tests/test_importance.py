@@ -24,7 +24,8 @@ from support import bits, grand_tiny, observe, tiny  # noqa: E402
 
 from bsjax.battleship.belief import constraints, exact
 from bsjax.battleship.belief.importance import ImportanceSampler, normalised_weights
-from bsjax.battleship.game import bitboard, rules
+from bsjax.battleship.game import bitboard
+from bsjax.battleship.game.env import Env
 from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.types import ask, shoot
 
@@ -209,7 +210,7 @@ def test_single_ship_matches_exact_posterior(config, kw):
 
 @functools.cache
 def game_tools(config):
-    step = jax.jit(lambda key, state, action: rules.step(key, config, state, action)[0])
+    step = jax.jit(lambda key, state, action: Env(config).step(key, state, action)[0])
     sampler = ImportanceSampler(config, N_SMALL)
     update = jitted(sampler)[0]
 
@@ -233,7 +234,7 @@ def game_tools(config):
 def test_valid_particles_satisfy_hard_constraints(config, data):
     step, update, check, configs = game_tools(config)
     truth = configs[data.draw(st.integers(0, len(configs) - 1), label="truth")]
-    state = rules.init(config, jnp.asarray(truth), 0)
+    state = Env(config).init(jnp.asarray(truth), 0)
     n_actions = data.draw(st.integers(0, 12), label="n_actions")
     for t in range(n_actions):
         if data.draw(st.booleans(), label="ask"):

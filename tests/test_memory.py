@@ -34,7 +34,7 @@ def test_lm_only_captains_are_measured_on_their_host_turn():
     # At least a game's state (the truth, the observations, the counters) passes through the
     # host-decided turn, so its share cannot be smaller than that state.
     player = _player(agent="lm-only")
-    state = jax.eval_shape(player.init_one, jax.random.key(0),
+    state = jax.eval_shape(player.init_one, jax.random.key(0), player.default_params(),
                            jax.ShapeDtypeStruct((player.config.n_ships,), jnp.int32),
                            jax.ShapeDtypeStruct((), jnp.int32))
     state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state))

@@ -24,8 +24,9 @@ from bsjax.battleship.agents.wma import WMAAgent, WMAState
 from bsjax.battleship.belief import exact
 from bsjax.battleship.config import PAPER
 from bsjax.battleship.game import bitboard, questions, rules, suites
+from bsjax.battleship.game.env import Env
 from bsjax.battleship.game import spans as spans_lib
-from bsjax.battleship.planning import eig, sim
+from bsjax.battleship.planning import eig, scoring, sim
 from bsjax.battleship.types import ASK, SHOOT
 
 SETTINGS = settings(max_examples=25, deadline=None)
@@ -462,11 +463,11 @@ KEY = jax.random.key(0)
 
 
 def _wma(key, view, belief, state):
-    return WMA.decide(key, view, SAMPLER, belief, state)
+    return WMA.decide(key, WMA.default_params(), view, SAMPLER, belief, state)
 
 
 def _bayes(key, view, belief):
-    return BAYES.decide(key, view, SAMPLER, belief, ())
+    return BAYES.decide(key, BAYES.default_params(), view, SAMPLER, belief, ())
 
 
 wma_decide = jax.jit(_wma)
@@ -490,7 +491,7 @@ LATE_B = COMMON + [span(2, 7, 6, True)]
 LATE_HITS = sorted(int(c) for c in np.flatnonzero(occupancy(PAPER, [COMMON]).reshape(64)))
 LATE_MISSES = sorted({nb for c in LATE_HITS for nb in neighbours(c)} - set(LATE_HITS))
 
-BASE = rules.init(PAPER, jnp.asarray(TOP, jnp.int32), jnp.int32(0))
+BASE = Env(PAPER).init(jnp.asarray(TOP, jnp.int32), jnp.int32(0))
 
 
 def make_belief(boards, weights, p=None):
@@ -503,7 +504,7 @@ def make_belief(boards, weights, p=None):
 
 
 def make_view(hits=(), misses=(), turn=0, questions_left=15, asked_regions=()):
-    view = rules.view(PAPER, BASE)
+    view = Env(PAPER).observe(BASE)
     obs = view.obs.replace(hit_bits=jnp.asarray(bits(PAPER, hits)),
                            miss_bits=jnp.asarray(bits(PAPER, misses)))
     if asked_regions:
@@ -512,7 +513,9 @@ def make_view(hits=(), misses=(), turn=0, questions_left=15, asked_regions=()):
             qbits[j] = bits(PAPER, region)
         obs = obs.replace(question_bits=jnp.asarray(qbits),
                           n_questions=jnp.int32(len(asked_regions)))
-    return view._replace(obs=obs, turn=jnp.int32(turn), questions_left=jnp.int32(questions_left))
+    return view._replace(obs=obs, turn=jnp.int32(turn), questions_left=jnp.int32(questions_left),
+                         legal_shots=rules.unknown_cells(PAPER, obs),
+                         can_ask=jnp.bool_(questions_left > 0))
 
 
 def make_state(asked=(), coarse_used=0, late_used=0):
@@ -552,9 +555,13 @@ def unpack(state):
 
 @functools.partial(jax.jit, static_argnames=("coarse_phase",))
 def _score_questions(spans, weights, p, unknown, hit_cells, hits, coarse_phase):
+    """WMA's rule (`scoring.paper`) on the template features of a hand-built turn."""
     parts = sim.particles(PAPER, spans, weights)
-    return WMA.score_questions(parts, p, unknown, hit_cells, hits, jnp.float32(TOTAL),
-                               jnp.bool_(coarse_phase))
+    total = jnp.float32(TOTAL)
+    turn = scoring.TurnSummary(p, parts, unknown, hit_cells, hits, total, jnp.int32(0),
+                               jnp.float32(0.0))
+    features = scoring.template_features(PAPER, turn, jnp.bool_(coarse_phase))
+    return WMA.rule(features, WMA.default_params().scoring)
 
 
 @pytest.mark.parametrize("coarse_phase", [True, False])
@@ -797,7 +804,7 @@ def test_wma_decide_does_not_retrace():
     chex.clear_trace_counter()
 
     def decide(key, view, belief, state):
-        return WMA.decide(key, view, SAMPLER, belief, state)
+        return WMA.decide(key, WMA.default_params(), view, SAMPLER, belief, state)
 
     guarded = jax.jit(chex.assert_max_traces(decide, n=1))
     coarse = guarded(KEY, make_view(turn=3), make_belief([TOP, BOTTOM], [1, 1]), make_state())

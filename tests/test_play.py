@@ -1,4 +1,4 @@
-"""The turn loop in the graph: `play` in memory equals the harness's batches, an LLM-free batch is
+"""The turn loop in the graph: `play_batch` in memory equals the harness's batches, an LLM-free batch is
 one dispatch, an L4 batch returns to the host only on the turns where a gate opened.
 
 (B1–B5 exact with the reference streams through the same loop: tests/test_reference.py.)
@@ -14,13 +14,17 @@ import pytest
 from bsjax.battleship.harness import experiment, llm_setup
 from bsjax.battleship.harness.experiment import RunConfig, game_list
 from bsjax.battleship.harness.loop import BatchRunner, game_keys
-from bsjax.battleship.harness.play import play
+from bsjax.battleship.harness.play import play_batch
 
 
 def _setup(**overrides):
     cfg = RunConfig(boards="B01,B02", seeds=2, particles=64, **overrides)
     game_config, boards = experiment.validate(cfg)
     return cfg, experiment.make_player(cfg, game_config), game_list(boards, cfg.seeds)
+
+
+def _params(player, games: int):
+    return jax.tree.map(lambda x: jnp.stack([x] * games), player.default_params())
 
 
 @pytest.mark.parametrize("agent", ["greedy", "wma"])
@@ -32,7 +36,8 @@ def test_play_in_memory_equals_the_harness_batch(agent):
     seeds = np.asarray([g.game_seed for g in games], np.int64)
     keys = game_keys(cfg.run_seed, seeds, np.asarray([g.seed_index for g in games]))
     truths = jnp.asarray([g.spans for g in games], jnp.int32)
-    states, records = play(keys, player, truths, jnp.asarray(seeds.astype(np.int32)))
+    states, records = play_batch(keys, player, _params(player, len(games)), truths,
+                                 jnp.asarray(seeds.astype(np.int32)))
     states, records = jax.device_get((states, records))
     np.testing.assert_array_equal(states.shots, result.shots)
     np.testing.assert_array_equal(states.won, result.won)
@@ -57,7 +62,8 @@ def test_play_refuses_agents_that_need_the_host():
     cfg, player, games = _setup(agent="mra-llm", tau=1.0, llm="uniform")
     keys = game_keys(0, np.zeros(1, np.int64), np.zeros(1, np.int64))
     with pytest.raises(ValueError, match="asks the host"):
-        play(keys, player, jnp.asarray([games[0].spans], jnp.int32), jnp.zeros(1, jnp.int32))
+        play_batch(keys, player, _params(player, 1), jnp.asarray([games[0].spans], jnp.int32),
+                   jnp.zeros(1, jnp.int32))
 
 
 def test_play_compiles_once_per_player_and_batch_shape():
@@ -69,6 +75,7 @@ def test_play_compiles_once_per_player_and_batch_shape():
     truths = jnp.asarray([g.spans for g in games], jnp.int32)
     for run_seed in (0, 1):
         keys = game_keys(run_seed, seeds, np.asarray([g.seed_index for g in games]))
-        play(keys, player, truths, jnp.asarray(seeds.astype(np.int32)))
+        play_batch(keys, player, _params(player, len(games)), truths,
+                   jnp.asarray(seeds.astype(np.int32)))
     init, turns = _compiled(player)
     assert init._cache_size() == 1 and turns._cache_size() == 1

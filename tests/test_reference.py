@@ -25,26 +25,30 @@ from bsjax.battleship.belief.chain import ChainSampler
 from bsjax.battleship.config import PAPER
 from bsjax.battleship.game import suites
 from bsjax.battleship.harness.experiment import game_list
-from bsjax.battleship.harness.loop import BatchRunner, Player
+from bsjax.battleship.harness.loop import BatchRunner
+from bsjax.battleship.harness.player import Player
 
 GOLDEN = Path(__file__).parent / "data" / "reference_games.json"
 ROWS = {
     # row: (agent, options, avg F1 to 4 d.p., wins, avg questions to 1 d.p.)
     "B1": ("greedy", {}, 0.5219, 27, 0.0),
     "B2": ("wma", {}, 0.5388, 40, 11.9),
-    "B3": ("mra", {"revision": False}, 0.5523, 31, 8.0),
-    "B4": ("mra", {"revision": True}, 0.5510, 30, 8.0),
-    "B5": ("mra-llm", {"tau": 0.0}, 0.5523, 31, 8.0),
+    "B3": ("mra", {"revision": np.bool_(False)}, 0.5523, 31, 8.0),
+    "B4": ("mra", {"revision": np.bool_(True)}, 0.5510, 30, 8.0),
+    "B5": ("mra-llm", {"tau": np.float32(0.0)}, 0.5523, 31, 8.0),
 }
 SHIP_CELLS = 14
 
 
-def _play(agent_name, options, seeds: int):
-    """The row's games, boards outer and seed indices inner; `(games, BatchResult)`."""
-    games = game_list(suites.synthetic_suite(), seeds)
+def _play(agent_name, params, seeds: int):
+    """The row's games (the agent's params replaced by `params`), boards outer and seed indices
+    inner; `(games, BatchResult)`."""
     with jax.enable_x64(True):
-        player = Player(PAPER, make_agent(agent_name, PAPER, **options),
-                        ChainSampler(PAPER, reference_rng=True), reference_rng=True)
+        agent = make_agent(agent_name, PAPER)
+        player = Player(PAPER, agent, ChainSampler(PAPER, reference_rng=True), reference_rng=True)
+        defaults = jax.device_get(agent.default_params())
+        games = game_list(suites.synthetic_suite(), seeds,
+                          params=defaults.replace(**params) if params else defaults)
         return games, BatchRunner(player, len(games)).play(games, run_seed=0)
 
 

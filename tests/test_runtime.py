@@ -21,6 +21,7 @@ from support import FakeSampler, bits, neighbours, ref_clusters
 from bsjax.battleship.agents.mra import MRAAgent, MRALLMAgent, mode_pools
 from bsjax.battleship.config import PAPER
 from bsjax.battleship.game import questions, rules
+from bsjax.battleship.game.env import Env
 from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.harness.llm_host import RevisionHost
 from bsjax.battleship.runtime import presets as presets_lib
@@ -448,14 +449,15 @@ def ref_patch(kind, policy):
 SAMPLER = FakeSampler()
 KEY = jax.random.key(0)
 MRA = MRAAgent(PAPER)
-MRA_OFF = MRAAgent(PAPER, revision=False)
 MRA_IMPROVED = MRAAgent(PAPER, variant="improved")
 MRA_LLM = MRALLMAgent(PAPER)
-BASE_STATE = rules.init(PAPER, jnp.asarray(COL3_X, jnp.int32), jnp.int32(0))
+BASE_STATE = Env(PAPER).init(jnp.asarray(COL3_X, jnp.int32), jnp.int32(0))
 
 
 def _decider(agent):
-    return jax.jit(lambda view, belief, record: agent.decide(KEY, view, SAMPLER, belief, record))
+    params = agent.default_params()
+    return jax.jit(lambda view, belief, record: agent.decide(KEY, params, view, SAMPLER, belief,
+                                                             record))
 
 
 DECIDE = {"paper": _decider(MRA), "improved": _decider(MRA_IMPROVED)}
@@ -471,10 +473,12 @@ def make_belief(boards, weights=(1, 1), p=None):
 
 
 def make_view(hits=(), misses=(), turn=0, questions_left=15):
-    view = rules.view(PAPER, BASE_STATE)
+    view = Env(PAPER).observe(BASE_STATE)
     obs = view.obs.replace(hit_bits=jnp.asarray(bits(PAPER, hits)),
                            miss_bits=jnp.asarray(bits(PAPER, misses)))
-    return view._replace(obs=obs, turn=jnp.int32(turn), questions_left=jnp.int32(questions_left))
+    return view._replace(obs=obs, turn=jnp.int32(turn), questions_left=jnp.int32(questions_left),
+                         legal_shots=rules.unknown_cells(PAPER, obs),
+                         can_ask=jnp.bool_(questions_left > 0))
 
 
 # name: (boards, hits, misses)
@@ -673,12 +677,13 @@ def test_preview_cases_are_not_vacuous():
 # ----------------------------------------------------------------------------- 3. MRA observe
 
 
-def _observer(agent):
+def _observer(agent, **params):
+    params = agent.default_params().replace(**params)
     return jax.jit(lambda view, belief, record, outcome, over:
-                   agent.observe(view, SAMPLER, belief, record, outcome, over))
+                   agent.observe(params, view, SAMPLER, belief, record, outcome, over))
 
 
-OBSERVE = {"paper": _observer(MRA), "off": _observer(MRA_OFF),
+OBSERVE = {"paper": _observer(MRA), "off": _observer(MRA, revision=jnp.bool_(False)),
            "improved": _observer(MRA_IMPROVED), "llm": _observer(MRA_LLM)}
 NO_PREVIEW = [-1.0, -1.0, -1.0]
 
@@ -915,6 +920,11 @@ def game(tree, g):
     return jax.tree.map(lambda x: x[g], tree)
 
 
+def host_params(games: int):
+    """mra-llm's default params (τ = 1.0, cooldown 3) for a batch of `games`."""
+    return jax.tree.map(lambda x: jnp.stack([x] * games), MRA_LLM.default_params())
+
+
 @pytest.mark.parametrize("schema", [False, True])
 def test_revision_host_step(schema):
     """§9.6: a valid reply patches the policy with the LLM's numbers (missing ones from the
@@ -925,10 +935,10 @@ def test_revision_host_step(schema):
     batch = jax.tree.map(lambda *xs: jnp.stack(xs), *records)
     requests = np.array([g != 2 for g in range(7)])
     backend = ScriptedBackend(REPLIES)
-    host = RevisionHost(LLMClient(backend), PAPER_PRESETS, tau=1.0, schema=schema)
+    host = RevisionHost(LLMClient(backend), PAPER_PRESETS, schema=schema)
     belief = jnp.arange(7.0)
-    (belief_out, out), events = host.step((belief, batch), requests, np.arange(10, 17),
-                                          np.full(7, 9))
+    (belief_out, out), events = host.step((belief, batch), host_params(7), requests,
+                                          np.arange(10, 17), np.full(7, 9))
     np.testing.assert_array_equal(np.asarray(belief_out), np.arange(7.0))
     assert sorted(backend.calls) == [10, 11, 13, 14, 15, 16]          # game 2 never asked
 
@@ -979,9 +989,9 @@ def test_revision_host_without_requests_changes_nothing():
     records = [r.replace(llm_request=jnp.bool_(False)) for r in records]
     batch = jax.tree.map(lambda *xs: jnp.stack(xs), *records)
     backend = ScriptedBackend(REPLIES)
-    host = RevisionHost(LLMClient(backend), PAPER_PRESETS, tau=1.0)
-    (_, out), events = host.step((jnp.zeros(7), batch), np.zeros(7, bool), np.arange(10, 17),
-                                 np.full(7, 9))
+    host = RevisionHost(LLMClient(backend), PAPER_PRESETS)
+    (_, out), events = host.step((jnp.zeros(7), batch), host_params(7), np.zeros(7, bool),
+                                 np.arange(10, 17), np.full(7, 9))
     assert events == [] and backend.calls == {}
     chex.assert_trees_all_equal(out, batch)
 

@@ -15,7 +15,7 @@ from bsjax.battleship.config import PAPER
 from bsjax.battleship.harness import experiment
 from bsjax.battleship.harness.experiment import RunConfig, game_list
 from bsjax.battleship.harness.loop import game_keys
-from bsjax.battleship.harness.play import play
+from bsjax.battleship.harness.play import play_batch
 from bsjax.battleship.runtime import presets as presets_lib
 from bsjax.battleship.runtime.record import COARSE, LATE, LOCAL
 
@@ -29,7 +29,9 @@ def _play(agent: str, **overrides):
     seeds = np.asarray([g.game_seed for g in games], np.int64)
     keys = game_keys(cfg.run_seed, seeds, np.asarray([g.seed_index for g in games]))
     truths = jnp.asarray([g.spans for g in games], jnp.int32)
-    states, records = play(keys, player, truths, jnp.asarray(seeds.astype(np.int32)))
+    params = jax.tree.map(lambda x: np.stack([x] * len(games)),
+                          experiment.run_params(cfg, player))
+    states, records = play_batch(keys, player, params, truths, jnp.asarray(seeds.astype(np.int32)))
     return jax.device_get(states), records
 
 
@@ -39,12 +41,16 @@ def wma_games():
 
 
 def test_initial_policy_is_wma():
-    record = make_agent("wma-reflective", PAPER).init_state()
+    agent = make_agent("wma-reflective", PAPER)
+    record = agent.init_state(agent.default_params())
     assert record.policy.budgets.tolist() == [6, 0, 6]
     assert int(record.policy.salvage_start_turn) == 18
     assert float(record.policy.exploit_threshold) == pytest.approx(EXPLOIT_THRESHOLD)
-    custom = WMAReflectiveAgent(PAPER, coarse_budget=3, late_budget=2, late_game_turn=15)
-    policy = custom.init_state().policy
+    agent = WMAReflectiveAgent(PAPER)
+    params = agent.default_params()
+    custom = params.replace(policy=params.policy.replace(
+        budgets=jnp.asarray([3, 0, 2], jnp.int32), salvage_start_turn=jnp.int32(15)))
+    policy = agent.init_state(custom).policy
     assert policy.budgets[COARSE] == 3 and policy.budgets[LATE] == 2
     assert policy.budgets[LOCAL] == 0 and int(policy.salvage_start_turn) == 15
 
@@ -90,12 +96,15 @@ def test_a_preset_subset_revises_only_with_its_presets():
     _, records = _play("mra", revision="on", tau=0.95, cooldown=1, presets="coarse_roi_collapse")
     revision = records.extras["revision"][records.active]
     assert np.any(revision >= 0) and set(revision[revision >= 0].tolist()) == {0}
-    assert "delta_coarse_roi_collapse" in records.extras
-    assert "delta_cluster_closeout_bias" not in records.extras
+    # The table is whole (one compiled program for every subset); the mask keeps the gate from
+    # ever choosing the others.
+    assert "delta_cluster_closeout_bias" in records.extras
+    next_kind = records.extras["next_kind"][records.active]
+    assert set(next_kind.tolist()) <= {-1, 0}
 
 
 def test_events_name_a_revision_by_its_index_in_the_papers_table():
     agent = make_agent("mra", PAPER, presets=presets_lib.choose("cluster_closeout_bias"))
-    record = agent.init_state().replace(revised_now=jnp.bool_(True), last_kind=jnp.int32(0))
+    record = agent.init_state(agent.default_params()).replace(revised_now=jnp.bool_(True), last_kind=jnp.int32(0))
     assert int(agent.trace(record)["revision"]) == 2
     assert int(agent.trace(record.replace(revised_now=jnp.bool_(False)))["revision"]) == -1

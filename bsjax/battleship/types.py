@@ -67,12 +67,23 @@ class GameState:
 
 
 class View(NamedTuple):
-    """What a policy sees: observations and budgets, no truth (the pgx no-leak rule)."""
+    """What a policy sees: observations, budgets and the legal actions, no truth (the pgx
+    no-leak rule). `game.env.Env.observe` builds it.
+
+    Attributes:
+      obs: the captain's `Observations`.
+      shots_left, questions_left, turn: `[]` int32.
+      legal_shots: `[C]` bool the cells a shot may target: unshot cells while the game runs
+        (all False once it is over).
+      can_ask: `[]` bool a question is legal: the game runs and a question is left.
+    """
 
     obs: Observations
     shots_left: chex.Array
     questions_left: chex.Array
     turn: chex.Array
+    legal_shots: chex.Array
+    can_ask: chex.Array
 
 
 class Action(NamedTuple):

@@ -1,9 +1,13 @@
 """The two contracts a captain can meet: `Agent` (decides inside the compiled turn) and
 `HostCaptain` (decides on the host between compiled turns, e.g. an LLM every turn).
 
-An agent is a frozen dataclass (static configuration only) that subclasses one of these
-protocols, so it inherits the defaults: `observe` keeps the state, `trace` records nothing. The
-harness calls every method unconditionally; a new agent writes only what it changes.
+An agent is a static structure plus params. The structure is a frozen dataclass (what changes
+the compiled program: the config, the variant, the scoring rule, the preset table) that
+subclasses one of these protocols, so it inherits the defaults: no params, `observe` keeps the
+state, `trace` records nothing. Its params are a pytree of arrays (`default_params()`: τ,
+cooldown, budgets, scoring weights, ...) passed to every method, so the harness vmaps them like
+games and a sweep is one compile (mctx's traced hyperparameters). The harness calls every
+method unconditionally; a new agent writes only what it changes.
 """
 
 from __future__ import annotations
@@ -18,10 +22,14 @@ PyTree = Any
 
 
 class TurnHooks(Protocol):
-    """What the harness calls after every compiled turn, with defaults that change nothing."""
+    """What the harness calls around every compiled turn, with defaults that change nothing."""
 
-    def observe(self, view: View, sampler, belief: PyTree, state: PyTree, outcome: jax.Array,
-                game_over: jax.Array) -> PyTree:
+    def default_params(self) -> PyTree:
+        """The agent's params at their defaults: a pytree of arrays (`()` if it has none)."""
+        return ()
+
+    def observe(self, params: PyTree, view: View, sampler, belief: PyTree, state: PyTree,
+                outcome: jax.Array, game_over: jax.Array) -> PyTree:
         """The state after the turn's outcome, once the belief has absorbed it (`view` is the
         post-action view). Default: unchanged. The reflective runtime predicts, observes and
         reconciles here."""
@@ -48,14 +56,14 @@ class Agent(TurnHooks, Protocol):
     llm: ClassVar[bool] = False
     host_decides: ClassVar[bool] = False
 
-    def init_state(self) -> PyTree:
+    def init_state(self, params: PyTree) -> PyTree:
         """The per-game state pytree at the start of a game (`()` if none)."""
         ...
 
-    def decide(self, key: jax.Array, view: View, sampler, belief: PyTree, state: PyTree
-               ) -> tuple[Action, jax.Array, PyTree]:
+    def decide(self, key: jax.Array, params: PyTree, view: View, sampler, belief: PyTree,
+               state: PyTree) -> tuple[Action, jax.Array, PyTree]:
         """(action, hit probability of the chosen cell (0 for a question), new state). The key is
-        consumed."""
+        consumed; the action should be legal in `view` (`View.legal_shots`, `View.can_ask`)."""
         ...
 
 
@@ -71,7 +79,7 @@ class HostCaptain(TurnHooks, Protocol):
     host_decides: ClassVar[bool] = True
     variant: str
 
-    def init_state(self) -> PyTree:
+    def init_state(self, params: PyTree) -> PyTree:
         """The per-game state pytree (`()` if none)."""
         ...
 

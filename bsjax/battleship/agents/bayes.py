@@ -1,6 +1,7 @@
 """Grand et al.'s Bayes-QMD captain without the LLM (docs/battleship/grand-protocol.md §5.4–§5.6), ONE game.
 
-- Bayes-Q: the question is the EIG-best of a candidate pool drawn from the region DSL — the 83
+- Bayes-Q: the question is the best-scored (EIG by default: the `planning.scoring` rule
+  `information_gain`) of a candidate pool drawn from the region DSL — the 83
   catalog templates, frontier rings (radius 1, 2) around every hit or frontier cell, and cluster
   neighbourhoods (depth 1, 2) of every hit cluster — instead of k questions sampled from an LLM.
   Regions already asked (same cells) and empty regions are left out.
@@ -14,14 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import chex
 import jax
 import jax.numpy as jnp
 
 from bsjax.battleship.agents.base import Agent
-from bsjax.battleship.agents.basic import summarize_turn
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import bitboard, questions
-from bsjax.battleship.planning import eig, sim
+from bsjax.battleship.planning import eig, scoring, sim
+from bsjax.battleship.planning.scoring import summarize_turn
 from bsjax.battleship.types import ASK, SHOOT, Action, View
 from bsjax.core import fastpath
 
@@ -69,20 +71,31 @@ def already_asked(regions: jnp.ndarray, view: View) -> jnp.ndarray:
     return jnp.any(same & asked[None, :], axis=1)
 
 
+@chex.dataclass(frozen=True)
+class BayesParams:
+    """Attributes: gamma `[]` float32 the Bayes-D discount (0.95); scoring the rule's params."""
+
+    gamma: chex.Array
+    scoring: dict
+
+
 @dataclasses.dataclass(frozen=True)
 class BayesAgent(Agent):
-    """Bayes-QMD without an LLM. `gamma` is the Bayes-D discount."""
+    """Bayes-QMD without an LLM. Static structure: the config and the question-scoring rule."""
 
     config: GameConfig
-    gamma: float = 0.95
+    rule: scoring.ScoringRule = scoring.information_gain
 
     name = "bayes"
     needs_belief = True
 
-    def init_state(self):
+    def default_params(self) -> BayesParams:
+        return BayesParams(gamma=jnp.float32(0.95), scoring=self.rule.default_params())
+
+    def init_state(self, params):
         return ()
 
-    def decide(self, key: jax.Array, view: View, sampler, belief, state):
+    def decide(self, key: jax.Array, params: BayesParams, view: View, sampler, belief, state):
         """Returns (action, `[]` float32 p of the MAP cell, state)."""
         del key
         cfg = self.config
@@ -93,16 +106,20 @@ class BayesAgent(Agent):
         regions, template = candidate_regions(cfg, hit_cells, unknown)
         p_yes = sim.answers(regions, parts).astype(jnp.float32) @ parts.weights    # [K]
         valid = bitboard.any_set(regions) & ~already_asked(regions, view)
-        gain = jnp.where(valid, eig.expected_information_gain(p_yes, cfg.epsilon), -jnp.inf)
+        features = scoring.region_features(cfg, turn, regions, p_yes, coarse=turn.hits == 0)
+        gain = jnp.where(valid, self.rule(features, params.scoring), -jnp.inf)
         best_q = fastpath.first_argmax(gain)
 
         # The best question's answers recomputed (one row) rather than kept from the [K, P]
-        # matrix: used once, the matrix fuses into the product and is never stored as booleans.
+        # matrix: used once, the matrix fuses into its product and is never stored as booleans.
         best_answers = sim.answers(regions[best_q][None], parts)                  # [1, P]
         look = sim.lookahead(cfg, parts, best_answers, unknown, tempered=False)
-        ask = (eig.bayes_d_ask(p[cell], eig.expected_best_after(look)[0], self.gamma)
-               & valid[best_q] & (view.questions_left > 0))
+        ask = (eig.bayes_d_ask(p[cell], eig.expected_best_after(look)[0], params.gamma)
+               & valid[best_q] & view.can_ask)
         action = Action(kind=jnp.where(ask, ASK, SHOOT).astype(jnp.int32), cell=cell,
                         question_id=jnp.where(ask, template[best_q], -1),
                         question_bits=regions[best_q])
         return action, p[cell], state
+
+
+__all__ = ["BayesAgent", "BayesParams", "already_asked", "candidate_regions"]

@@ -22,5 +22,5 @@ class LMOnlyAgent(HostCaptain):
     name = "lm-only"
     needs_belief = False
 
-    def init_state(self):
+    def init_state(self, params):
         return ()

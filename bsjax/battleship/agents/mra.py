@@ -11,18 +11,27 @@ from __future__ import annotations
 
 import dataclasses
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from bsjax.battleship.agents.base import Agent
-from bsjax.battleship.agents.basic import summarize_turn
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import bitboard, questions, rules
-from bsjax.battleship.planning import sim
+from bsjax.battleship.planning import scoring, sim
+from bsjax.battleship.planning.scoring import summarize_turn
 from bsjax.battleship.runtime import presets as presets_lib
 from bsjax.battleship.runtime import signals
-from bsjax.battleship.runtime.record import COARSE, LATE, LOCAL, Policy, ReflectiveRecord, initial_record
+from bsjax.battleship.runtime.record import (
+    COARSE,
+    LATE,
+    LOCAL,
+    Policy,
+    ReflectiveRecord,
+    default_policy,
+    initial_record,
+)
 from bsjax.battleship.types import ASK, SHOOT, Action, View
 from bsjax.core import fastpath
 
@@ -40,35 +49,65 @@ def mode_pools(first_n: int | None) -> np.ndarray:
     return pools
 
 
-@dataclasses.dataclass(frozen=True)
-class MRAAgent(Agent):
-    """Static configuration.
+@chex.dataclass(frozen=True)
+class MRAParams:
+    """What a study may vary in the reflective runtime, without recompiling.
 
     Attributes:
-      revision: `--revision on|off` (B4 / B3).
-      tau: the confidence threshold τ (0.72 for MRA; `--tau` for mra-llm).
+      revision: `[]` bool `--revision on|off` (B4 / B3): whether the gate may open.
+      tau: `[]` float32 the confidence threshold τ (0.72 for MRA; 1.0 for mra-llm).
+      cooldown: `[]` int32 turns after a revision before the gate may open again (3).
+      min_delta: `[]` float32 δ_min, the preview Δ a preset must beat (0.01).
+      presets: `[K]` bool which presets of the agent's table the gate may apply (all).
+      llm_budget: `[]` int32 LLM revisions per game (mra-llm; 999).
+      policy: the initial revisable `Policy` (MRA's defaults, §8.3).
+      scoring: the question-scoring rule's params.
+    """
+
+    revision: chex.Array
+    tau: chex.Array
+    cooldown: chex.Array
+    min_delta: chex.Array
+    presets: chex.Array
+    llm_budget: chex.Array
+    policy: Policy
+    scoring: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class MRAAgent(Agent):
+    """Static structure (what changes the compiled program); the values are `MRAParams`.
+
+    Attributes:
       variant: "paper" (faithful, quirks included) or "improved" (all candidates of a mode,
         asked questions recorded and never repeated, calibration error in one unit).
       llm: the gate hands the revision to the host instead of applying the preset (mra-llm).
-      cooldown: turns after a revision before the gate may open again (`revisionCooldownTurns`).
-      min_delta: δ_min, the preview Δ a preset must beat (`minRevisionDelta`).
+      presets: the preset table the gate chooses from (`params.presets` masks it).
+      rule: the question-scoring rule (`planning.scoring.paper`).
     """
 
     config: GameConfig
-    revision: bool = True
-    tau: float = 0.72
     variant: str = "paper"
     llm: bool = False
-    llm_budget: int = 999
     presets: tuple = presets_lib.PAPER_PRESETS
-    cooldown: int = presets_lib.COOLDOWN
-    min_delta: float = presets_lib.MIN_DELTA
+    rule: scoring.ScoringRule = scoring.paper
 
     name = "mra"
     needs_belief = True
+    tau_default = 0.72
 
-    def init_state(self) -> ReflectiveRecord:
-        return initial_record(len(self.presets))
+    def default_policy(self) -> Policy:
+        return default_policy()
+
+    def default_params(self) -> MRAParams:
+        return MRAParams(revision=jnp.bool_(True), tau=jnp.float32(self.tau_default),
+                         cooldown=jnp.int32(presets_lib.COOLDOWN),
+                         min_delta=jnp.float32(presets_lib.MIN_DELTA),
+                         presets=jnp.ones(len(self.presets), bool), llm_budget=jnp.int32(999),
+                         policy=self.default_policy(), scoring=self.rule.default_params())
+
+    def init_state(self, params: MRAParams) -> ReflectiveRecord:
+        return initial_record(len(self.presets), policy=params.policy)
 
     @property
     def improved(self) -> bool:
@@ -76,12 +115,15 @@ class MRAAgent(Agent):
 
     # ----- decide -----
 
-    def decide(self, key: jax.Array, view: View, sampler, belief, record: ReflectiveRecord):
+    def decide(self, key: jax.Array, params: MRAParams, view: View, sampler, belief,
+               record: ReflectiveRecord):
         """Returns (action, `[]` float32 p of the best shot, record)."""
         del key
         cfg = self.config
-        p, parts, unknown, hit_cells, hits, total, best, best_value = summarize_turn(
-            cfg, view, sampler, belief)
+        turn = summarize_turn(cfg, view, sampler, belief)
+        p, unknown, hit_cells, hits, total, best, best_value = (
+            turn.p, turn.unknown, turn.hit_cells, turn.hits, turn.total, turn.best,
+            turn.best_value)
 
         frontier_count = jnp.sum(questions.frontier(hit_cells, unknown, cfg.rows, cfg.cols),
                                  dtype=jnp.int32)
@@ -93,14 +135,11 @@ class MRAAgent(Agent):
         # Only templates some mode may ask are reweighted (20 of 83 in the paper's variant); the
         # others are never scored (-inf below).
         askable = static_pools.any(axis=0)
-        look = sim.lookahead(cfg, parts, sim.answers(sim.template_bits(), parts), unknown,
-                             rows=None if askable.all() else np.flatnonzero(askable))
-        raw = sim.raw_question_values(look, hits, total)
-        mass = sim.region_mass(p, unknown)
-        relevance = sim.cluster_relevance(hit_cells, labels)
-        adjusted = jnp.stack([
-            sim.adjusted_values(raw, look.p_yes, mass, relevance, sim.COARSE_WEIGHTS),
-            sim.adjusted_values(raw, look.p_yes, mass, relevance, sim.SALVAGE_WEIGHTS)])
+        features = scoring.template_features(
+            cfg, turn, True, labels, rows=None if askable.all() else np.flatnonzero(askable))
+        adjusted = jnp.stack([self.rule(features, params.scoring),    # coarse formula
+                              self.rule(features._replace(coarse=jnp.bool_(False)),
+                                        params.scoring)])
 
         pools = jnp.asarray(static_pools)
         if self.improved:
@@ -111,7 +150,7 @@ class MRAAgent(Agent):
             mode = jnp.where(largest_cluster == 0, COARSE,
                              jnp.where((view.turn >= policy.salvage_start_turn)
                                        & (frontier_count == 0), LATE, LOCAL))
-            is_open = (record.used[mode] < policy.budgets[mode]) & (view.questions_left > 0)
+            is_open = (record.used[mode] < policy.budgets[mode]) & view.can_ask
             scores = jnp.where(pools[mode], adjusted[jnp.minimum(mode, 1)], -jnp.inf)
             question = fastpath.first_argmax(scores)
             # The reference scans from a best of 0 and keeps strictly larger values.
@@ -132,7 +171,7 @@ class MRAAgent(Agent):
             frontier_count=frontier_count, largest_cluster=largest_cluster,
             best_hit_prob=p[best], best_question_value=bq, preview_delta=deltas,
             pred_kind=ask.astype(jnp.int32), pred_hit_prob=p[best],
-            pred_answer_prob=jnp.where(ask, look.p_yes[question], 0.0),
+            pred_answer_prob=jnp.where(ask, features.p_yes[question], 0.0),
             pred_gain=jnp.where(ask, jnp.maximum(0.0, bq - baseline), p[best] / total),
             pred_baseline=baseline,
             used=record.used.at[mode].add(ask.astype(jnp.int32)),
@@ -177,7 +216,7 @@ class MRAAgent(Agent):
 
     # ----- observe: reconcile, confidence, gate, revision -----
 
-    def observe(self, view: View, sampler, belief, record: ReflectiveRecord,
+    def observe(self, params: MRAParams, view: View, sampler, belief, record: ReflectiveRecord,
                 outcome: jax.Array, game_over: jax.Array) -> ReflectiveRecord:
         """After the belief absorbed the outcome. `view` is the post-action view."""
         cfg = self.config
@@ -201,22 +240,23 @@ class MRAAgent(Agent):
             n_observations=record.n_observations + 1,
             cooldown=jnp.maximum(0, record.cooldown - 1),
         )
-        need = signals.need_revision(record, self.tau)
+        need = signals.need_revision(record, params.tau)
         streak = jnp.where(need, record.low_confidence_streak + 1, 0)
         context = presets_lib.GateContext(
             turn=view.turn, hits=bitboard.popcount(view.obs.hit_bits))
         gated = record.replace(low_confidence_streak=streak)
         next_kind, next_delta, flags = presets_lib.select(self.presets, gated, context,
-                                                          self.min_delta)
+                                                          params.min_delta, params.presets)
         gated = gated.replace(next_kind=next_kind, next_delta=next_delta,
                               coarse_candidate=flags[0],
                               preview_policy=presets_lib.apply(self.presets, record.policy,
                                                                next_kind))
-        gate = signals.should_revise(gated, self.tau, self.revision, self.min_delta) & ~game_over
-        ask_llm = gate & (record.llm_revision_count < self.llm_budget) if self.llm else False
+        gate = (signals.should_revise(gated, params.tau, params.revision, params.min_delta)
+                & ~game_over)
+        ask_llm = gate & (record.llm_revision_count < params.llm_budget) if self.llm else False
         # The host answers an LLM request between steps; otherwise the preset applies here.
         revised = apply_revision(self.presets, gated, gate & ~ask_llm, next_kind,
-                                 cooldown=self.cooldown)
+                                 cooldown=params.cooldown)
         revised = revised.replace(llm_request=jnp.asarray(ask_llm))
         # A finished game only reconciles; the streak and the gate stop with it.
         return jax.tree.map(lambda done, live: jnp.where(game_over, done, live), record, revised)
@@ -225,7 +265,7 @@ class MRAAgent(Agent):
 def apply_revision(presets, record: ReflectiveRecord, gate: jax.Array, kind: jax.Array,
                    policy: Policy | None = None, from_llm: jax.Array = False,
                    fallback: jax.Array = False,
-                   cooldown: int = presets_lib.COOLDOWN) -> ReflectiveRecord:
+                   cooldown: jax.Array = presets_lib.COOLDOWN) -> ReflectiveRecord:
     """Apply a revision where `gate`: the preset `kind`'s patch (or an explicit `policy` from the
     LLM), counters, the cooldown (3 in the paper), the last kind and its symbolic Δ."""
     patched = presets_lib.apply(presets, record.policy, kind) if policy is None else policy
@@ -234,7 +274,7 @@ def apply_revision(presets, record: ReflectiveRecord, gate: jax.Array, kind: jax
         revision_count=record.revision_count + 1,
         llm_revision_count=record.llm_revision_count + jnp.asarray(from_llm, jnp.int32),
         fallback_count=record.fallback_count + jnp.asarray(fallback, jnp.int32),
-        cooldown=jnp.int32(cooldown),
+        cooldown=jnp.asarray(cooldown, jnp.int32),
         last_kind=kind, last_delta=record.next_delta, revised_now=jnp.bool_(True),
     )
     return jax.tree.map(lambda a, b: jnp.where(gate, a, b), new, record)
@@ -247,7 +287,10 @@ class MRALLMAgent(MRAAgent):
     τ = 0 never opens the gate (identical to `mra --revision off`); τ = 1.0 is the paper's B6.
     """
 
-    tau: float = 1.0
     llm: bool = True
 
     name = "mra-llm"
+    tau_default = 1.0
+
+
+__all__ = ["MRAAgent", "MRALLMAgent", "MRAParams", "apply_revision", "mode_pools"]

@@ -5,6 +5,7 @@ in the coarse phase (no hits yet, < 6 coarse questions) score every unasked row 
 quadrant template with the coarse formula, in the late phase (hits, turn >= 18, < 6 late
 questions) every unasked coarse or block-2x2 template with the salvage formula, and ask the best
 iff its adjusted value beats the best shot's `sim.next` value; else shoot the best cell.
+The scoring is a `planning.scoring` rule (the paper's by default), passed in.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import jax
 import jax.numpy as jnp
 
 from bsjax.battleship.agents.base import Agent
-from bsjax.battleship.agents.basic import best_shot, summarize_turn
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import questions
-from bsjax.battleship.planning import sim
+from bsjax.battleship.planning import scoring, sim
+from bsjax.battleship.planning.scoring import best_shot, summarize_turn
 from bsjax.battleship.types import ASK, SHOOT, Action, View
 from bsjax.core import fastpath
 
@@ -36,53 +37,72 @@ class WMAState:
     late_used: chex.Array
 
 
+@chex.dataclass(frozen=True)
+class WMAParams:
+    """WMA's params (the reference's defaults in `WMAAgent.default_params`).
+
+    Attributes:
+      coarse_budget, late_budget: `[]` int32 questions of each bucket (6, 6).
+      late_game_turn: `[]` int32 the first turn of the late phase (18).
+      scoring: the scoring rule's params (the paper rule: `coarse`, `salvage` `[3]` weights).
+    """
+
+    coarse_budget: chex.Array
+    late_budget: chex.Array
+    late_game_turn: chex.Array
+    scoring: dict
+
+
 @dataclasses.dataclass(frozen=True)
 class WMAAgent(Agent):
-    """Static configuration of the planner (defaults of the reference)."""
+    """Static structure: the config and the question-scoring rule."""
 
     config: GameConfig
-    coarse_budget: int = 6
-    late_budget: int = 6
-    late_game_turn: int = 18
+    rule: scoring.ScoringRule = scoring.paper
 
     name = "wma"
     needs_belief = True
 
-    def init_state(self) -> WMAState:
+    def default_params(self) -> WMAParams:
+        return WMAParams(coarse_budget=jnp.int32(6), late_budget=jnp.int32(6),
+                         late_game_turn=jnp.int32(18), scoring=self.rule.default_params())
+
+    def init_state(self, params: WMAParams) -> WMAState:
         return WMAState(asked=jnp.zeros(questions.N_TEMPLATES, bool),
                         coarse_used=jnp.int32(0), late_used=jnp.int32(0))
 
-    def decide(self, key: jax.Array, view: View, sampler, belief, state: WMAState):
+    def decide(self, key: jax.Array, params: WMAParams, view: View, sampler, belief,
+               state: WMAState):
         """Returns (action, `[]` float32 p of the best shot, new state)."""
         del key
         cfg = self.config
-        p, parts, unknown, hit_cells, hits, total, best, best_value = summarize_turn(
-            cfg, view, sampler, belief)
+        turn = summarize_turn(cfg, view, sampler, belief)
+        p, unknown, hit_cells, best = turn.p, turn.unknown, turn.hit_cells, turn.best
 
         frontier = questions.frontier(hit_cells, unknown, cfg.rows, cfg.cols)
         frontier_cell = best_shot(p, frontier)
         has_frontier = jnp.any(frontier)
-        has_hits = hits > 0
+        has_hits = turn.hits > 0
 
-        coarse_phase = ~has_hits & (state.coarse_used < self.coarse_budget)
-        late_phase = (has_hits & (view.turn >= self.late_game_turn)
-                      & (state.late_used < self.late_budget))
+        coarse_phase = ~has_hits & (state.coarse_used < params.coarse_budget)
+        late_phase = (has_hits & (view.turn >= params.late_game_turn)
+                      & (state.late_used < params.late_budget))
         coarse_family = jnp.asarray(questions.family_mask(*questions.COARSE_FAMILIES))
         late_family = coarse_family | jnp.asarray(questions.family_mask("block-2x2"))
         pool = jnp.where(coarse_phase, coarse_family, late_phase & late_family)
-        pool = pool & ~state.asked & (view.questions_left > 0)
+        pool = pool & ~state.asked & view.can_ask
 
-        adjusted = self.score_questions(parts, p, unknown, hit_cells, hits, total, coarse_phase)
-        adjusted = jnp.where(pool, adjusted, -jnp.inf)
+        features = scoring.template_features(cfg, turn, coarse_phase)
+        adjusted = jnp.where(pool, self.rule(features, params.scoring), -jnp.inf)
         question = fastpath.first_argmax(adjusted)          # ties: earliest template
-        ask = ~has_frontier & jnp.any(pool) & (adjusted[question] > best_value)
+        ask = ~has_frontier & jnp.any(pool) & (adjusted[question] > turn.best_value)
         cell = jnp.where(has_frontier, frontier_cell, best)
 
         action = Action(kind=jnp.where(ask, ASK, SHOOT).astype(jnp.int32), cell=cell,
                         question_id=jnp.where(ask, question, -1),
                         question_bits=sim.template_bits()[question])
         # The reference stores the post-ask turn: a question asked at turn 17 counts as late.
-        late_ask = view.turn + 1 >= self.late_game_turn
+        late_ask = view.turn + 1 >= params.late_game_turn
         state = WMAState(
             asked=state.asked.at[question].set(state.asked[question] | ask),
             coarse_used=state.coarse_used + (ask & ~late_ask & coarse_family[question]),
@@ -90,18 +110,5 @@ class WMAAgent(Agent):
         )
         return action, p[cell], state
 
-    def score_questions(self, parts: sim.Particles, p, unknown, hit_cells, hits, total,
-                        coarse_phase) -> jnp.ndarray:
-        """`[83]` adjusted values of every template: the coarse formula in the coarse phase, the
-        salvage formula otherwise. A researcher's own rule replaces this method (see notebooks/).
-        """
-        look = sim.lookahead(self.config, parts, sim.answers(sim.template_bits(), parts), unknown)
-        raw = sim.raw_question_values(look, hits, total)
-        mass = sim.region_mass(p, unknown)
-        relevance = sim.cluster_relevance(hit_cells)
-        coarse = sim.adjusted_values(raw, look.p_yes, mass, relevance, sim.COARSE_WEIGHTS)
-        salvage = sim.adjusted_values(raw, look.p_yes, mass, relevance, sim.SALVAGE_WEIGHTS)
-        return jnp.where(coarse_phase, coarse, salvage)
 
-
-__all__ = ["WMAAgent", "WMAState"]
+__all__ = ["WMAAgent", "WMAParams", "WMAState"]

@@ -21,17 +21,16 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from bsjax.battleship.agents.basic import best_shot, summarize_turn
-from bsjax.battleship.agents.mra import MRAAgent
+from bsjax.battleship.agents.mra import MRAAgent, MRAParams
 from bsjax.battleship.game import questions
-from bsjax.battleship.planning import sim
+from bsjax.battleship.planning import scoring, sim
+from bsjax.battleship.planning.scoring import best_shot, summarize_turn
 from bsjax.battleship.runtime.record import (
     COARSE,
     LATE,
     Policy,
     ReflectiveRecord,
     default_policy,
-    initial_record,
 )
 from bsjax.battleship.types import ASK, SHOOT, Action, View
 from bsjax.core import fastpath
@@ -41,28 +40,25 @@ EXPLOIT_THRESHOLD = 1.05   # above 1: WMA's questions are never held back until 
 
 @dataclasses.dataclass(frozen=True)
 class WMAReflectiveAgent(MRAAgent):
-    """Static configuration: WMA's budgets (its defaults) plus the runtime's (`MRAAgent`'s
-    revision, tau, cooldown, min_delta, presets). `variant` does not apply: WMA never repeats a
-    question."""
-
-    coarse_budget: int = 6
-    late_budget: int = 6
-    late_game_turn: int = 18
+    """Static structure: `MRAAgent`'s. Its params are `MRAParams` whose initial policy holds
+    WMA's budgets (coarse 6, late 6, late game from turn 18). `variant` does not apply: WMA
+    never repeats a question."""
 
     name = "wma-reflective"
 
-    def init_state(self) -> ReflectiveRecord:
-        policy = default_policy(coarse=self.coarse_budget, local=0, late=self.late_budget,
-                                salvage_start_turn=self.late_game_turn,
-                                exploit_threshold=EXPLOIT_THRESHOLD)
-        return initial_record(len(self.presets), policy=policy)
+    def default_policy(self) -> Policy:
+        return default_policy(coarse=6, local=0, late=6, salvage_start_turn=18,
+                              exploit_threshold=EXPLOIT_THRESHOLD)
 
-    def decide(self, key: jax.Array, view: View, sampler, belief, record: ReflectiveRecord):
+    def decide(self, key: jax.Array, params: MRAParams, view: View, sampler, belief,
+               record: ReflectiveRecord):
         """Returns (action, `[]` float32 p of the chosen cell, record)."""
         del key
         cfg = self.config
-        p, parts, unknown, hit_cells, hits, total, best, best_value = summarize_turn(
-            cfg, view, sampler, belief)
+        turn = summarize_turn(cfg, view, sampler, belief)
+        p, unknown, hit_cells, hits, total, best, best_value = (
+            turn.p, turn.unknown, turn.hit_cells, turn.hits, turn.total, turn.best,
+            turn.best_value)
 
         frontier = questions.frontier(hit_cells, unknown, cfg.rows, cfg.cols)
         frontier_cell = best_shot(p, frontier)
@@ -71,13 +67,10 @@ class WMAReflectiveAgent(MRAAgent):
         labels = questions.hit_clusters(hit_cells, cfg.rows, cfg.cols)
         sizes = jnp.sum(labels[None, :] == jnp.arange(cfg.n_cells)[:, None], axis=1)
 
-        # WMA's scoring (`WMAAgent.score_questions`), both formulas from one look-ahead.
-        look = sim.lookahead(cfg, parts, sim.answers(sim.template_bits(), parts), unknown)
-        raw = sim.raw_question_values(look, hits, total)
-        mass = sim.region_mass(p, unknown)
-        relevance = sim.cluster_relevance(hit_cells, labels)
-        coarse_values = sim.adjusted_values(raw, look.p_yes, mass, relevance, sim.COARSE_WEIGHTS)
-        salvage_values = sim.adjusted_values(raw, look.p_yes, mass, relevance, sim.SALVAGE_WEIGHTS)
+        # WMA's scoring rule in both phases, from one look-ahead.
+        features = scoring.template_features(cfg, turn, True, labels)
+        coarse_values = self.rule(features, params.scoring)
+        salvage_values = self.rule(features._replace(coarse=jnp.bool_(False)), params.scoring)
         coarse_family = jnp.asarray(questions.family_mask(*questions.COARSE_FAMILIES))
         late_family = coarse_family | jnp.asarray(questions.family_mask("block-2x2"))
 
@@ -87,7 +80,7 @@ class WMAReflectiveAgent(MRAAgent):
             late_phase = (has_hits & (view.turn >= policy.salvage_start_turn)
                           & (record.used[LATE] < policy.budgets[LATE]))
             pool = jnp.where(coarse_phase, coarse_family, late_phase & late_family)
-            pool = pool & ~record.asked & (view.questions_left > 0)
+            pool = pool & ~record.asked & view.can_ask
             scores = jnp.where(pool, jnp.where(coarse_phase, coarse_values, salvage_values),
                                -jnp.inf)
             question = fastpath.first_argmax(scores)      # ties: earliest template
@@ -110,7 +103,7 @@ class WMAReflectiveAgent(MRAAgent):
             largest_cluster=jnp.max(sizes).astype(jnp.int32),
             best_hit_prob=p[best], best_question_value=bq, preview_delta=deltas,
             pred_kind=ask.astype(jnp.int32), pred_hit_prob=p[cell],
-            pred_answer_prob=jnp.where(ask, look.p_yes[question], 0.0),
+            pred_answer_prob=jnp.where(ask, features.p_yes[question], 0.0),
             pred_gain=jnp.where(ask, jnp.maximum(0.0, bq - baseline), p[cell] / total),
             pred_baseline=baseline, used=used,
             asked=record.asked.at[question].set(record.asked[question] | ask),

@@ -1,4 +1,6 @@
-"""Rules of one game: init, shots, noisy answers, termination, F1. Pure; vmap at the edge."""
+"""The rules' primitives for ONE game: empty observations, the effect of a shot and of a noisy
+answer, F1. `game.env` composes them into the environment's contract (init, step, observe).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +10,7 @@ import jax.numpy as jnp
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import bitboard, refrng
 from bsjax.battleship.game import spans as spans_lib
-from bsjax.battleship.types import ASK, Action, GameState, Observations, View
-
-SPOTTER_SEED_OFFSET = 1000003
-
+from bsjax.battleship.types import GameState, Observations
 
 def empty_observations(config: GameConfig, ship_lengths: jnp.ndarray) -> Observations:
     words, ships = config.n_words, config.n_ships
@@ -27,35 +26,14 @@ def empty_observations(config: GameConfig, ship_lengths: jnp.ndarray) -> Observa
     )
 
 
-def init(config: GameConfig, truth_spans: jnp.ndarray, game_seed: jnp.ndarray) -> GameState:
-    """A new game on the board `truth_spans` (`[S]` int32). Deterministic."""
-    truth_spans = jnp.asarray(truth_spans, jnp.int32)
-    lengths = spans_lib.span_lengths(config, truth_spans)
-    if config.fleet is None:
-        lengths = jnp.sort(lengths)  # the tracker gives the multiset, not which ship is which
-    zero = jnp.int32(0)
-    return GameState(
-        truth_spans=truth_spans,
-        truth_bits=spans_lib.board_bits(config, truth_spans),
-        obs=empty_observations(config, lengths),
-        shots=zero, hits=zero, questions=zero, turn=zero,
-        done=jnp.bool_(False), won=jnp.bool_(False),
-        spotter_stream=refrng.jax_seed_state(
-            jnp.asarray(game_seed, jnp.int32) + jnp.int32(SPOTTER_SEED_OFFSET)),
-    )
-
-
-def view(config: GameConfig, state: GameState) -> View:
-    return View(state.obs, config.max_shots - state.shots, config.max_questions - state.questions,
-                state.turn)
-
-
 def unknown_cells(config: GameConfig, obs: Observations) -> jnp.ndarray:
     """`[C]` bool cells not yet shot."""
     return ~bitboard.unpack(obs.hit_bits | obs.miss_bits, config.n_cells)
 
 
-def _shoot(config: GameConfig, state: GameState, cell: jnp.ndarray) -> tuple[GameState, jnp.ndarray]:
+def shoot(config: GameConfig, state: GameState, cell: jnp.ndarray) -> tuple[GameState, jnp.ndarray]:
+    """The effect of a shot at `cell` (`[]` int32, assumed unknown; `env.step` checks it):
+    (state with the cell revealed and the shot counted, `[]` bool hit)."""
     cell_bits = bitboard.single(cell, config.n_words)
     is_hit = bitboard.intersects(cell_bits, state.truth_bits)
     obs = state.obs
@@ -73,53 +51,32 @@ def _shoot(config: GameConfig, state: GameState, cell: jnp.ndarray) -> tuple[Gam
     return state.replace(obs=obs, shots=state.shots + 1, hits=hits), is_hit
 
 
-def _answer(key: jax.Array, config: GameConfig, state: GameState, region: jnp.ndarray,
-            reference_rng: bool) -> tuple[GameState, jnp.ndarray]:
-    """Evaluate `region` on the truth and apply the protocol's noise.
+def answer(key: jax.Array, config: GameConfig, state: GameState, region: jnp.ndarray,
+           reference_rng: bool) -> tuple[GameState, jnp.ndarray]:
+    """Evaluate `region` (`[W]` uint32) on the truth, apply the protocol's noise and record the
+    question: (state, `[]` bool recorded answer). Assumes a question is left (`env.step` checks).
 
     With `reference_rng` the flip reads the reference spotter stream (one draw per question,
     flip iff u < eps); otherwise it consumes `key`.
     """
     truth = bitboard.intersects(region, state.truth_bits)
     stream = state.spotter_stream
-    answer = truth
+    recorded = truth
     if config.env_noise and config.epsilon > 0:
         if reference_rng:
             stream, u32 = refrng.jax_next(stream)
             flip = refrng.u32_to_unit_float(u32, jnp.float64) < config.epsilon
         else:
             flip = jax.random.uniform(key) < config.epsilon
-        answer = truth ^ flip
+        recorded = truth ^ flip
     obs = state.obs
     slot = jnp.minimum(state.questions, config.max_questions - 1)
     obs = obs.replace(
         question_bits=obs.question_bits.at[slot].set(region),
-        answers=obs.answers.at[slot].set(answer),
+        answers=obs.answers.at[slot].set(recorded),
         n_questions=obs.n_questions + 1,
     )
-    return state.replace(obs=obs, questions=state.questions + 1, spotter_stream=stream), answer
-
-
-def step(key: jax.Array, config: GameConfig, state: GameState, action: Action,
-         reference_rng: bool = False) -> tuple[GameState, jnp.ndarray]:
-    """Apply one action to one game. The key is consumed. A finished game is returned unchanged.
-
-    Returns:
-      (new state, `[]` bool outcome: hit for a shot, recorded answer for a question).
-    """
-    is_ask = (action.kind == ASK) & (state.questions < config.max_questions)
-    shot_state, is_hit = _shoot(config, state, action.cell)
-    ask_state, answer = _answer(key, config, state, action.question_bits, reference_rng)
-    new = jax.tree.map(lambda a, b: jnp.where(is_ask, a, b), ask_state, shot_state)
-    outcome = jnp.where(is_ask, answer, is_hit)
-    all_sunk = ~bitboard.any_set(new.truth_bits & ~new.obs.hit_bits)
-    new = new.replace(
-        turn=state.turn + 1,
-        won=all_sunk,
-        done=all_sunk | (new.shots >= config.max_shots),
-    )
-    new = jax.tree.map(lambda old, upd: jnp.where(state.done, old, upd), state, new)
-    return new, outcome & ~state.done
+    return state.replace(obs=obs, questions=state.questions + 1, spotter_stream=stream), recorded
 
 
 def n_ship_cells(config: GameConfig, state: GameState) -> jnp.ndarray:

@@ -42,10 +42,12 @@ def bench(cfg: experiment.RunConfig, games: int, repeats: int = 1) -> dict:
     """
     game_config, boards = experiment.validate(cfg)
     seeds_needed = -(-games // len(boards))
-    specs = experiment.game_list(boards, max(seeds_needed, 1))
-    specs = sorted(specs, key=lambda g: (g.seed_index, g.board_id))[:games]
     with experiment.x64_context(cfg):
-        runner = BatchRunner(experiment.make_player(cfg, game_config), games, **_runner_options(cfg))
+        player = experiment.make_player(cfg, game_config)
+        specs = experiment.game_list(boards, max(seeds_needed, 1),
+                                     params=experiment.run_params(cfg, player))
+        specs = sorted(specs, key=lambda g: (g.seed_index, g.board_id))[:games]
+        runner = BatchRunner(player, games, **_runner_options(cfg))
         runner.play(specs, cfg.run_seed + 1)  # compile + warm-up (results discarded)
         times, turns = [], []
         for r in range(max(1, repeats)):

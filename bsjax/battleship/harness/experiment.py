@@ -160,13 +160,16 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
     return game_config, all_boards
 
 
+# RunConfig fields that are agent params (traced, not compiled in): runs that differ only in them
+# share one compiled program, and a study plays such rows as one batch (`harness.study`).
+PARAM_FIELDS = ("tau", "revision", "cooldown", "min_delta", "presets")
+
+
 def make_player(cfg: RunConfig, game_config: GameConfig) -> Player:
-    options = {"revision": cfg.revision == "on", "variant": cfg.variant,
-               "cooldown": cfg.cooldown, "min_delta": cfg.min_delta,
-               "presets": presets_lib.choose(cfg.presets)}
-    if cfg.tau is not None:
-        options["tau"] = cfg.tau
-    agent = agents_lib.make_agent(cfg.agent, game_config, **options)
+    """The run's static structure: its agent (with its variant, where it has one) and sampler."""
+    cls = agents_lib.AGENTS[cfg.agent]
+    structure = {"variant": cfg.variant} if "variant" in agents_lib.structure_options(cls) else {}
+    agent = agents_lib.make_agent(cfg.agent, game_config, **structure)
     sampler = None
     if agent.needs_belief:
         sampler = belief_lib.make_sampler(cfg.sampler, game_config, cfg.particles,
@@ -174,11 +177,35 @@ def make_player(cfg: RunConfig, game_config: GameConfig) -> Player:
     return Player(game_config, agent, sampler, cfg.reference_rng)
 
 
-def game_list(boards: list[suites.Board], seeds: int, first_seed: int = 0) -> list[GameSpec]:
+def run_params(cfg: RunConfig, player: Player):
+    """One game's agent params under `cfg`: the agent's defaults with the `PARAM_FIELDS` it has
+    (host arrays). Fields an agent has no param for are left to its defaults."""
+    params = jax.device_get(player.default_params())
+    values = {"revision": np.bool_(cfg.revision == "on"), "cooldown": np.int32(cfg.cooldown),
+              "min_delta": np.float32(cfg.min_delta)}
+    if cfg.tau is not None:
+        values["tau"] = np.float32(cfg.tau)
+    if hasattr(params, "presets"):
+        values["presets"] = presets_lib.mask(cfg.presets, player.agent.presets)
+    names = {f for f in values if hasattr(params, f)}
+    return params.replace(**{f: values[f] for f in names}) if names else params
+
+
+def structure_identity(cfg: RunConfig) -> tuple:
+    """What decides a run's compiled program: its config without the params and the fields
+    that only place games (runs with equal identities can share one batch)."""
+    skip = set(PARAM_FIELDS) | set(PLACEMENT_FIELDS) | {"boards", "board_file", "seeds",
+                                                        "first_seed", "random_boards"}
+    return tuple((k, v) for k, v in sorted(dataclasses.asdict(cfg).items()) if k not in skip)
+
+
+def game_list(boards: list[suites.Board], seeds: int, first_seed: int = 0,
+              params=None) -> list[GameSpec]:
     """Boards outer, seed indices `first_seed .. first_seed + seeds - 1` inner (the reference run
-    order). A game depends on its board and seed index only, so disjoint index ranges are
-    disjoint games (held-out seeds for a study tuned on others)."""
-    return [GameSpec(b.board_id, s, suites.hash_seed(b.board_id, s), b.spans)
+    order), each with the agent's `params` (None: its defaults). A game depends on its board,
+    seed index and params only, so disjoint index ranges are disjoint games (held-out seeds for
+    a study tuned on others)."""
+    return [GameSpec(b.board_id, s, suites.hash_seed(b.board_id, s), b.spans, params)
             for b in boards for s in range(first_seed, first_seed + seeds)]
 
 
@@ -358,6 +385,8 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
         runner = None
         if todo:
             player = make_player(cfg, game_config)
+            params = run_params(cfg, player)
+            todo = [dataclasses.replace(g, params=params) for g in todo]
             if cfg.batch_size == "auto":
                 decided = memory.auto_batch_size(player, len(todo),
                                                  cfg.devices or jax.local_device_count())

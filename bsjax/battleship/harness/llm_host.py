@@ -22,14 +22,13 @@ from bsjax.battleship.game import questions
 from bsjax.battleship.harness.loop import LLMEvent
 from bsjax.battleship.llm import revision as revision_lib
 from bsjax.battleship.llm.lm_only import LMOnlyCaptain, cell_name
-from bsjax.battleship.runtime import presets as presets_lib
 from bsjax.battleship.runtime.record import ReflectiveRecord
 from bsjax.core.llm.structured import Answer, Call, LLMClient
 
 Monitor = Callable[[LLMEvent], None]
 
 
-def _apply_one(presets, cooldown: int, record: ReflectiveRecord, request, kind, budgets, salvage,
+def _apply_one(presets, record: ReflectiveRecord, cooldown, request, kind, budgets, salvage,
                exploit, valid) -> ReflectiveRecord:
     llm_policy = record.policy.replace(budgets=budgets, salvage_start_turn=salvage,
                                        exploit_threshold=exploit, mode=kind + 1)
@@ -49,23 +48,24 @@ def _event(game: int, turn: int, answer: Answer, ok: bool, reason: str, detail: 
 class RevisionHost:
     """Answers MRA-LLM's revision requests for a batch.
 
+    Each game's confidence threshold (shown in the prompt) and cooldown come from its params.
+
     Args:
       client: the run's `LLMClient`.
-      presets, tau: the agent's preset table and confidence threshold (shown in the prompt).
+      presets: the agent's preset table.
       schema: constrain each reply by `revision.response_schema` (else the published free call).
       monitor: called with each call's `LLMEvent` as it arrives.
-      cooldown: the agent's cooldown after a revision.
     """
 
-    def __init__(self, client: LLMClient, presets, tau: float, schema: bool = True,
-                 monitor: Monitor | None = None, cooldown: int = presets_lib.COOLDOWN):
-        self.client, self.presets, self.tau = client, presets, tau
+    def __init__(self, client: LLMClient, presets, schema: bool = True,
+                 monitor: Monitor | None = None):
+        self.client, self.presets = client, presets
         self.schema, self.monitor = schema, monitor
-        self._apply = jax.jit(jax.vmap(lambda *args: _apply_one(presets, cooldown, *args)))
+        self._apply = jax.jit(jax.vmap(lambda *args: _apply_one(presets, *args)))
 
-    def call(self, record: dict) -> tuple[Call, dict, dict]:
+    def call(self, record: dict, tau: float) -> tuple[Call, dict, dict]:
         """One game's request: (call, prompt state, symbolic preview)."""
-        state, preview = revision_lib.host_state(record, self.tau)
+        state, preview = revision_lib.host_state(record, tau)
         if not self.schema:
             return (Call(revision_lib.SYSTEM_PROMPT, revision_lib.user_prompt(state, preview)),
                     state, preview)
@@ -87,10 +87,12 @@ class RevisionHost:
         return proposal, _event(game, turn, answer, True, "ok",
                                 revision_lib.KINDS[proposal.kind], "revision")
 
-    def step(self, carries, requests: np.ndarray, turns: np.ndarray, questions_left: np.ndarray):
-        """Answer every request of the batch; returns (new carries, list of LLMEvent)."""
+    def step(self, carries, params, requests: np.ndarray, turns: np.ndarray,
+             questions_left: np.ndarray):
+        """Answer every request of the batch (`params`: the games' `MRAParams`, leaves `[G]`);
+        returns (new carries, list of LLMEvent)."""
         belief, record = carries
-        host = jax.device_get(record)
+        host, tau = jax.device_get((record, params.tau))
         games = [int(g) for g in np.flatnonzero(requests)]
         confidence = np.maximum(0.0, 1.0 - (host.pred_error_ema + host.calibration_error_ema) / 2)
         requests_of = [self.call({
@@ -105,7 +107,7 @@ class RevisionHost:
             "preview_budgets": host.preview_policy.budgets[g],
             "preview_salvage_start_turn": host.preview_policy.salvage_start_turn[g],
             "preview_exploit_threshold": host.preview_policy.exploit_threshold[g],
-        }) for g in games]
+        }, float(tau[g])) for g in games]
         n = requests.shape[0]
         kind = np.zeros(n, np.int32)
         budgets = np.asarray(host.policy.budgets, np.int32).copy()
@@ -127,7 +129,7 @@ class RevisionHost:
                 self.monitor(events[i])
 
         self.client.ask_all([c for c, _, _ in requests_of], arrived)
-        record = self._apply(record, jnp.asarray(requests), jnp.asarray(kind),
+        record = self._apply(record, params.cooldown, jnp.asarray(requests), jnp.asarray(kind),
                              jnp.asarray(budgets), jnp.asarray(salvage), jnp.asarray(exploit),
                              jnp.asarray(valid))
         return (belief, record), events

@@ -87,8 +87,7 @@ def make_llm_hosts(cfg, player, out: Path | None = None, monitor=None):
     client = make_llm_client(cfg, caller, out / "calls.jsonl" if out is not None else None)
     schema = cfg.llm_format == "schema"
     if caller == "revision":
-        return RevisionHost(client, player.agent.presets, player.agent.tau, schema,
-                            monitor, cooldown=player.agent.cooldown), None
+        return RevisionHost(client, player.agent.presets, schema, monitor), None
     improved = player.agent.variant == "improved"
     return None, CaptainHost(client, reference_rng=not improved, case_insensitive=improved,
                              schema=schema, monitor=monitor)

@@ -14,80 +14,38 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from bsjax.battleship.agents.base import Agent, HostCaptain
-from bsjax.battleship.belief.base import Sampler
-from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import bitboard, questions, rules
 from bsjax.battleship.harness.play import empty_records, play_turns, record_shapes, records_by_turn
-from bsjax.battleship.types import Action, GameState, TurnRecord
+from bsjax.battleship.harness.player import Player
+from bsjax.battleship.types import Action
 
 
 @dataclasses.dataclass(frozen=True)
 class GameSpec:
-    """One game to play (host data)."""
+    """One game to play (host data): its board, seed and the agent's params (None: defaults).
+
+    Games of one batch may have different params (rows of a study, points of a sweep): params
+    are traced, so they share the batch's compiled program."""
 
     board_id: str
     seed_index: int
     game_seed: int
     spans: tuple[int, ...]
+    params: object = None
 
 
-@dataclasses.dataclass(frozen=True)
-class Player:
-    """An agent, its sampler (or None) and the rng mode: everything static about a run."""
-
-    config: GameConfig
-    agent: Agent | HostCaptain
-    sampler: Sampler | None
-    reference_rng: bool = False
-
-    def init_one(self, key: jax.Array, truth_spans: jax.Array, game_seed: jax.Array):
-        """One game's (GameState, (belief, agent state)). The key is consumed."""
-        state = rules.init(self.config, truth_spans, game_seed)
-        belief = (self.sampler.init(key, state.obs, game_seed)
-                  if self.sampler is not None else jnp.zeros(()))
-        return state, (belief, self.agent.init_state())
-
-    def turn_one(self, key: jax.Array, state: GameState, carry):
-        """One turn of one game: decide, act, update the belief. A finished game is unchanged.
-
-        `carry` is (belief, agent state). Returns (state, carry, TurnRecord). Key consumed.
-        """
-        belief, agent_state = carry
-        k_act, k_env, k_belief = jax.random.split(key, 3)
-        view = rules.view(self.config, state)
-        action, p_choice, new_agent_state = self.agent.decide(k_act, view, self.sampler, belief,
-                                                              agent_state)
-        return self._advance((k_env, k_belief), state, belief, agent_state, new_agent_state, action,
-                             p_choice)
-
-    def act_one(self, key: jax.Array, state: GameState, carry, action):
-        """A turn whose action was chosen on the host (LM-only captain). Key consumed."""
-        belief, agent_state = carry
-        _, k_env, k_belief = jax.random.split(key, 3)
-        return self._advance((k_env, k_belief), state, belief, agent_state, agent_state, action,
-                             jnp.float32(0.0))
-
-    def _advance(self, keys, state, belief, agent_state, new_agent_state, action, p_choice):
-        k_env, k_belief = keys
-        new_state, outcome = rules.step(k_env, self.config, state, action, self.reference_rng)
-        if self.sampler is not None:
-            updated = self.sampler.update(k_belief, belief, new_state.obs)
-            # No refresh is needed once the game is over; keep the old belief then.
-            belief = jax.tree.map(lambda new, old: jnp.where(new_state.done, old, new),
-                                  updated, belief)
-        # The reflective runtime's after-turn step (the identity for other agents).
-        new_agent_state = self.agent.observe(rules.view(self.config, new_state), self.sampler,
-                                             belief, new_agent_state, outcome, new_state.done)
-        agent_state = jax.tree.map(lambda new, old: jnp.where(state.done, old, new),
-                                   new_agent_state, agent_state)
-        extras = dict(self.agent.trace(agent_state))
-        llm_request = extras.pop("llm_request", jnp.bool_(False))
-        record = TurnRecord(active=~state.done, kind=action.kind, cell=action.cell,
-                            question_id=action.question_id, outcome=outcome,
-                            hit_probability=jnp.asarray(p_choice, jnp.float32),
-                            llm_request=llm_request & ~state.done, extras=extras)
-        return new_state, (belief, agent_state), record
+def stack_params(player: Player, games: list[GameSpec]):
+    """`[G]`-leading host arrays of the games' params (`player.default_params()` where None)."""
+    default = None
+    per_game = []
+    for g in games:
+        if g.params is None:
+            if default is None:
+                default = jax.device_get(player.default_params())
+            per_game.append(default)
+        else:
+            per_game.append(g.params)
+    return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *per_game)
 
 
 def game_keys(run_seed: int, game_seeds: np.ndarray, seed_indices: np.ndarray) -> jax.Array:
@@ -179,7 +137,7 @@ class BatchRunner:
         self._init = jit(jax.vmap(player.init_one))
         # Turns run in the graph until a game needs the host (`play.play_turns`); the buffer of
         # records is donated, so each segment writes in place.
-        self._turns = jax.jit(functools.partial(play_turns, player), donate_argnums=(3,),
+        self._turns = jax.jit(functools.partial(play_turns, player), donate_argnums=(4,),
                               **self._shardings())
         self._act = jit(jax.vmap(player.act_one))
         self._fold = jit(jax.vmap(jax.random.fold_in, in_axes=(0, None)))
@@ -187,9 +145,9 @@ class BatchRunner:
         self._compiled = False
         self._record_shapes = None  # found once: tracing a turn costs as much as a compile step
 
-    def _empty_records(self, keys, states, carries):
+    def _empty_records(self, keys, params, states, carries):
         if self._record_shapes is None:
-            self._record_shapes = record_shapes(self.player, keys, states, carries)
+            self._record_shapes = record_shapes(self.player, keys, params, states, carries)
         return empty_records(self._record_shapes)
 
     def _shardings(self) -> dict:
@@ -204,9 +162,9 @@ class BatchRunner:
         """Put a games-leading pytree on the game mesh (a no-op on one device)."""
         return tree if self.sharding is None else jax.device_put(tree, self.sharding)
 
-    def _compile(self, keys, truths, seeds):
+    def _compile(self, keys, params, truths, seeds):
         start = time.perf_counter()
-        self._init = self._init.lower(keys, truths, seeds).compile()
+        self._init = self._init.lower(keys, params, truths, seeds).compile()
         # The init's output shapes, not its outputs: running it here would count the work of a
         # batch's initial belief as compile time.
         states, carries = self._init.out_info
@@ -215,18 +173,19 @@ class BatchRunner:
             actions = self._place(self._host_actions(np.zeros(keys.shape[0], np.int32),
                                                      np.zeros(keys.shape[0], np.int32),
                                                      np.full(keys.shape[0], -1)))
-            self._act = self._act.lower(turn_keys, states, carries, actions).compile()
+            self._act = self._act.lower(turn_keys, params, states, carries, actions).compile()
         else:
-            buffer = self._place(self._empty_records(keys, states, carries))
+            buffer = self._place(self._empty_records(keys, params, states, carries))
             real = self._place(jnp.ones(keys.shape[0], bool))
-            self._turns = self._turns.lower(keys, states, carries, buffer, jnp.int32(0),
+            self._turns = self._turns.lower(keys, params, states, carries, buffer, jnp.int32(0),
                                             real).compile()
         self.compile_seconds = time.perf_counter() - start
         self._compiled = True
 
     def play(self, games: list[GameSpec], run_seed: int,
              on_turn: Callable[[int, int], None] | None = None) -> BatchResult:
-        """Play up to `batch_size` games (padded with copies of the last game, then dropped).
+        """Play up to `batch_size` games (padded with copies of the last game, then dropped),
+        each with its own params (`GameSpec.params`; the agent's defaults where None).
 
         `on_turn(turn, games done)` is called after every turn."""
         n = len(games)
@@ -235,22 +194,23 @@ class BatchRunner:
         seeds = np.asarray([g.game_seed for g in padded], np.int64)
         keys = game_keys(run_seed, seeds, np.asarray([g.seed_index for g in padded]))
         seeds_j = jnp.asarray(seeds.astype(np.int32))
-        keys, truths, seeds_j = self._place((keys, truths, seeds_j))
+        params = stack_params(self.player, padded)
+        keys, params, truths, seeds_j = self._place((keys, params, truths, seeds_j))
         if not self._compiled:
-            self._compile(keys, truths, seeds_j)
+            self._compile(keys, params, truths, seeds_j)
         start = time.perf_counter()
         init_keys = self._fold(keys, 1 << 20)
-        states, carries = self._init(init_keys, truths, seeds_j)
+        states, carries = self._init(init_keys, params, truths, seeds_j)
         llm_calls, fallbacks = np.zeros(n, np.int32), np.zeros(n, np.int32)
         llm_events, llm_seconds = [], 0.0
         if self.captain is not None:
             self.captain.start([g.game_seed for g in games])
-            states, records = self._play_host_turns(keys, states, carries, n, on_turn, llm_calls,
-                                                    fallbacks, llm_events)
+            states, records = self._play_host_turns(keys, params, states, carries, n, on_turn,
+                                                    llm_calls, fallbacks, llm_events)
             llm_seconds, dispatches = self._captain_seconds, 0
         else:
             states, records, llm_seconds, dispatches = self._play_in_graph(
-                keys, states, carries, n, on_turn, llm_calls, fallbacks, llm_events)
+                keys, params, states, carries, n, on_turn, llm_calls, fallbacks, llm_events)
         host = jax.device_get((states.shots, states.hits, states.questions, states.turn,
                                states.won, rules.n_ship_cells(self.player.config, states)))
         stacked = jax.device_get(records)
@@ -268,16 +228,17 @@ class BatchRunner:
             fallbacks[event.game] += int(not event.ok)
         llm_events.extend(events)
 
-    def _play_in_graph(self, keys, states, carries, n, on_turn, llm_calls, fallbacks, llm_events):
+    def _play_in_graph(self, keys, params, states, carries, n, on_turn, llm_calls, fallbacks,
+                       llm_events):
         """Segments of turns in the graph (`play_turns`), the host answering L4 requests between
         them. Returns (states, records `[T, G, ...]`, LLM seconds, dispatches of the loop)."""
         size = keys.shape[0]
-        buffer = self._place(self._empty_records(keys, states, carries))
+        buffer = self._place(self._empty_records(keys, params, states, carries))
         real = self._place(jnp.asarray(np.arange(size) < n))
         turn, llm_seconds, dispatches = 0, 0.0, 0
         while True:
             states, carries, buffer, turn_out, requests = self._turns(
-                keys, states, carries, buffer, jnp.int32(turn), real)
+                keys, params, states, carries, buffer, jnp.int32(turn), real)
             dispatches += 1
             # One transfer per segment: what the host needs to answer the requests.
             turn, done, requests, turns, asked = jax.device_get(
@@ -286,7 +247,7 @@ class BatchRunner:
             if self.reviser is not None and requests.any():
                 llm_start = time.perf_counter()
                 carries, events = self.reviser.step(
-                    carries, requests, np.asarray(turns),
+                    carries, params, requests, np.asarray(turns),
                     self.player.config.max_questions - np.asarray(asked))
                 carries = self._place(carries)  # the host patch may leave the mesh
                 llm_seconds += time.perf_counter() - llm_start
@@ -296,14 +257,14 @@ class BatchRunner:
             if done.all() or turn >= self.player.config.max_turns:
                 return states, records_by_turn(buffer, turn), llm_seconds, dispatches
 
-    def _play_host_turns(self, keys, states, carries, n, on_turn, llm_calls, fallbacks,
+    def _play_host_turns(self, keys, params, states, carries, n, on_turn, llm_calls, fallbacks,
                          llm_events):
         """Every turn decided on the host (LM-only). Returns (states, records `[T, G, ...]`)."""
         captain, records, self._captain_seconds = self.captain, [], 0.0
         for turn in range(self.player.config.max_turns):
             llm_start = time.perf_counter()
             states, carries, record, events = self._host_turn(
-                captain, self._fold(keys, turn), states, carries, n)
+                captain, self._fold(keys, turn), params, states, carries, n)
             self._captain_seconds += time.perf_counter() - llm_start
             self._count(events, llm_calls, fallbacks, llm_events)
             records.append(record)
@@ -321,7 +282,7 @@ class BatchRunner:
                       question_id=jnp.asarray(templates, jnp.int32),
                       question_bits=jnp.asarray(bits, jnp.uint32))
 
-    def _host_turn(self, captain, keys, states, carries, n: int):
+    def _host_turn(self, captain, keys, params, states, carries, n: int):
         """One turn chosen on the host for every live game (`llm_host.CaptainHost`)."""
         cfg = self.player.config
         hit_bits, miss_bits, shots, asked, turns, done = jax.device_get(
@@ -343,7 +304,7 @@ class BatchRunner:
             kinds[g], templates[g] = decision.kind, decision.question
             if decision.kind == 0:
                 cells[g] = decision.cell
-        states, carries, record = self._act(keys, states, carries,
+        states, carries, record = self._act(keys, params, states, carries,
                                             self._place(self._host_actions(kinds, cells,
                                                                            templates)))
         outcomes = np.asarray(jax.device_get(record.outcome))

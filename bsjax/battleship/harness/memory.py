@@ -54,17 +54,20 @@ def bytes_per_game(player, probe: int = PROBE_GAMES) -> int:
     keys = jax.random.split(jax.random.key(0), probe)
     truths = jax.ShapeDtypeStruct((probe, player.config.n_ships), jnp.int32)
     seeds = jax.ShapeDtypeStruct((probe,), jnp.int32)
-    states, carries = jax.eval_shape(jax.vmap(player.init_one), keys, truths, seeds)
+    params = jax.tree.map(lambda x: jax.ShapeDtypeStruct((probe, *jnp.shape(x)), jnp.result_type(x)),
+                          player.default_params())
+    states, carries = jax.eval_shape(jax.vmap(player.init_one), keys, params, truths, seeds)
     if player.agent.host_decides:
         index = jax.ShapeDtypeStruct((probe,), jnp.int32)
         actions = Action(index, index, index,
                          jax.ShapeDtypeStruct((probe, player.config.n_words), jnp.uint32))
-        lowered = jax.jit(jax.vmap(player.act_one)).lower(keys, states, carries, actions)
+        lowered = jax.jit(jax.vmap(player.act_one)).lower(keys, params, states, carries, actions)
     else:
-        buffer = jax.eval_shape(functools.partial(record_buffer, player), keys, states, carries)
+        buffer = jax.eval_shape(functools.partial(record_buffer, player), keys, params, states,
+                                carries)
         real = jax.ShapeDtypeStruct((probe,), jnp.bool_)
-        lowered = jax.jit(functools.partial(play_turns, player), donate_argnums=(3,)).lower(
-            keys, states, carries, buffer, jax.ShapeDtypeStruct((), jnp.int32), real)
+        lowered = jax.jit(functools.partial(play_turns, player), donate_argnums=(4,)).lower(
+            keys, params, states, carries, buffer, jax.ShapeDtypeStruct((), jnp.int32), real)
     analysis = lowered.compile().memory_analysis()
     total = (analysis.argument_size_in_bytes + analysis.output_size_in_bytes
              + analysis.temp_size_in_bytes - analysis.alias_size_in_bytes)

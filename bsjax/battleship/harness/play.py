@@ -6,8 +6,8 @@ L4 agent returns to the host only on the turns where its gate opened. Turn recor
 into a preallocated buffer, games first (`[G, T, ...]`), so one sharding over games serves every
 array of the loop.
 
-`play` is the pure entry point for a notebook or a user's own code: a batch in memory, no run
-directory. `harness.loop.BatchRunner` builds runs, resume and sharding on `play_turns`.
+`play_batch` plays a batch in memory, no run directory (the core of `bsjax.play`);
+`harness.loop.BatchRunner` builds runs, resume and sharding on `play_turns`.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ def turn_keys(keys: jax.Array, turn: jax.Array) -> jax.Array:
     return jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, turn)
 
 
-def record_shapes(player, keys: jax.Array, states: GameState, carries) -> TurnRecord:
+def record_shapes(player, keys: jax.Array, params, states: GameState, carries) -> TurnRecord:
     """Shapes of the records of a whole game, each leaf `[G, T, ...]` (`jax.ShapeDtypeStruct`).
 
     Found by tracing a turn, which costs as much as a compile step: a runner keeps the result."""
     turn_fn = jax.vmap(player.turn_one)
-    shapes = jax.eval_shape(turn_fn, keys, states, carries)[2]
+    shapes = jax.eval_shape(turn_fn, keys, params, states, carries)[2]
     turns = player.config.max_turns
     return jax.tree.map(
         lambda s: jax.ShapeDtypeStruct((s.shape[0], turns, *s.shape[1:]), s.dtype), shapes)
@@ -42,18 +42,19 @@ def empty_records(shapes: TurnRecord) -> TurnRecord:
     return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
 
-def record_buffer(player, keys: jax.Array, states: GameState, carries) -> TurnRecord:
+def record_buffer(player, keys: jax.Array, params, states: GameState, carries) -> TurnRecord:
     """Zeros shaped like the records of a whole game: each leaf `[G, T, ...]`."""
-    return empty_records(record_shapes(player, keys, states, carries))
+    return empty_records(record_shapes(player, keys, params, states, carries))
 
 
-def play_turns(player, keys: jax.Array, states: GameState, carries, buffer: TurnRecord,
+def play_turns(player, keys: jax.Array, params, states: GameState, carries, buffer: TurnRecord,
                turn: jax.Array, real: jax.Array, stop_on_request: bool = True):
     """Play turns from `turn` until every game is done, the turn limit, or (with
     `stop_on_request`) a turn on which a real game raised `llm_request`.
 
     Args:
       keys: `[G]` per-game base keys (turn t uses `fold_in(key, t)`, as one turn at a time does).
+      params: the agent's params, each leaf `[G, ...]` (games may differ).
       states, carries: the games' `GameState` and (belief, agent state), each leaf `[G, ...]`.
       buffer: the records so far, each leaf `[G, T, ...]`; turn t is written at `[:, t]`.
       turn: `[]` int32 the next turn to play.
@@ -73,7 +74,7 @@ def play_turns(player, keys: jax.Array, states: GameState, carries, buffer: Turn
 
     def body(carry):
         states, carries, buffer, turn, _ = carry
-        states, carries, record = turn_fn(turn_keys(keys, turn), states, carries)
+        states, carries, record = turn_fn(turn_keys(keys, turn), params, states, carries)
         buffer = jax.tree.map(lambda b, r: b.at[:, turn].set(r), buffer, record)
         return states, carries, buffer, turn + 1, record.llm_request & real
 
@@ -88,15 +89,16 @@ def records_by_turn(buffer: TurnRecord, turns_played: int) -> TurnRecord:
                         jax.device_get(buffer))
 
 
-def play(key: jax.Array, player, truths: jax.Array, game_seeds: jax.Array
-         ) -> tuple[GameState, TurnRecord]:
-    """Play a batch of games to the end, in memory.
+def play_batch(key: jax.Array, player, params, truths: jax.Array, game_seeds: jax.Array
+               ) -> tuple[GameState, TurnRecord]:
+    """Play a batch of games to the end, in memory: the compiled core of `bsjax.play`.
 
     Args:
       key: `[G]` per-game base keys (`harness.loop.game_keys` gives the keys a run uses, so the
         games equal those of `bsjax play` with the same run seed).
-      player: a `harness.loop.Player` whose agent never needs the host (not MRA-LLM, not
+      player: a `harness.player.Player` whose agent never needs the host (not MRA-LLM, not
         LM-only: those need an LLM between turns; use `bsjax.run`).
+      params: the agent's params, each leaf `[G, ...]`.
       truths: `[G, S]` int32 span ids of the hidden ships.
       game_seeds: `[G]` int32 board seeds.
 
@@ -108,26 +110,26 @@ def play(key: jax.Array, player, truths: jax.Array, game_seeds: jax.Array
         raise ValueError(f"agent {player.agent.name!r} asks the host between turns; play it with "
                          "bsjax.run (it answers the LLM calls)")
     init, turns = _compiled(player)
-    states, carries = init(turn_keys(key, 1 << 20), truths, game_seeds)
-    states, buffer, turn = turns(key, states, carries)
+    states, carries = init(turn_keys(key, 1 << 20), params, truths, game_seeds)
+    states, buffer, turn = turns(key, params, states, carries)
     return states, records_by_turn(buffer, int(turn))
 
 
 @functools.lru_cache(maxsize=16)
 def _compiled(player):
-    """`play`'s jitted init and turn loop, kept per player (a frozen, hashable configuration), so
-    a notebook that plays batch after batch compiles (and traces a turn for the record buffer's
-    shapes) once per batch shape."""
+    """`play_batch`'s jitted init and turn loop, kept per player (a frozen, hashable
+    configuration), so a notebook that plays batch after batch compiles (and traces a turn for
+    the record buffer's shapes) once per batch shape."""
 
-    def turns(key, states, carries):
-        buffer = record_buffer(player, key, states, carries)
+    def turns(key, params, states, carries):
+        buffer = record_buffer(player, key, params, states, carries)
         real = jnp.ones(key.shape[0], bool)
-        states, _, buffer, turn, _ = play_turns(player, key, states, carries, buffer, 0, real,
-                                                stop_on_request=False)
+        states, _, buffer, turn, _ = play_turns(player, key, params, states, carries, buffer, 0,
+                                                real, stop_on_request=False)
         return states, buffer, turn
 
     return jax.jit(jax.vmap(player.init_one)), jax.jit(turns)
 
 
-__all__ = ["empty_records", "play", "play_turns", "record_buffer", "record_shapes",
+__all__ = ["empty_records", "play_batch", "play_turns", "record_buffer", "record_shapes",
            "records_by_turn", "turn_keys"]

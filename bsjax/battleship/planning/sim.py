@@ -155,13 +155,19 @@ def region_mass(hit_probability: jnp.ndarray, unknown: jnp.ndarray) -> jnp.ndarr
     return jnp.clip(jnp.where(jnp.asarray(block) >= 0, blocks, plain), 0.0, 1.0)
 
 
-def cluster_relevance(hit_cells: jnp.ndarray, labels: jnp.ndarray | None = None) -> jnp.ndarray:
-    """`[83]` max over 4-connected hit clusters K of
+def cluster_relevance(hit_cells: jnp.ndarray, labels: jnp.ndarray | None = None,
+                      regions: jnp.ndarray | None = None) -> jnp.ndarray:
+    """`[K]` max over 4-connected hit clusters K of
     max(|rows(R) ∩ rows(K)|, |cols(R) ∩ cols(K)|) / max(|rows(K)|, |cols(K)|, 1); 0 without hits.
 
     `labels` (`[C]` from `questions.hit_clusters`) may be passed by a caller that already has
-    them: the labelling is a while loop, which under vmap waits for the slowest game."""
-    _, _, _, region_rows, region_cols = _template_tables()
+    them: the labelling is a while loop, which under vmap waits for the slowest game. `regions`
+    (`[K, C]` bool cells) are the 83 catalog templates by default."""
+    if regions is None:
+        _, _, _, region_rows, region_cols = _template_tables()
+    else:
+        grid = regions.reshape(-1, 8, 8)
+        region_rows, region_cols = jnp.any(grid, axis=2), jnp.any(grid, axis=1)
     if labels is None:
         labels = questions.hit_clusters(hit_cells, 8, 8)                        # [C]
     member = labels[None, :] == jnp.arange(64)[:, None]                         # [L, C]
@@ -170,7 +176,7 @@ def cluster_relevance(hit_cells: jnp.ndarray, labels: jnp.ndarray | None = None)
     exists = jnp.any(member, axis=1)                                            # [L]
     r_rows = jnp.asarray(region_rows, jnp.float32)
     r_cols = jnp.asarray(region_cols, jnp.float32)
-    shared_rows = r_rows @ k_rows.T.astype(jnp.float32)                         # [83, L]
+    shared_rows = r_rows @ k_rows.T.astype(jnp.float32)                         # [K, L]
     shared_cols = r_cols @ k_cols.T.astype(jnp.float32)
     extent = jnp.maximum(jnp.maximum(k_rows.sum(1), k_cols.sum(1)), 1).astype(jnp.float32)
     overlap = jnp.maximum(shared_rows, shared_cols) / extent

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from bsjax.battleship.runtime.record import NO_REVISION, Policy, ReflectiveRecord
 
@@ -83,12 +84,16 @@ PAPER_PRESETS = (
 KINDS = tuple(p.kind for p in PAPER_PRESETS)
 
 
+def mask(spec: str, presets=PAPER_PRESETS) -> np.ndarray:
+    """`[K]` bool: which presets of the table `presets` the spec of `choose` names."""
+    chosen = {p.kind for p in choose(spec)}
+    return np.asarray([p.kind in chosen for p in presets], bool)
+
+
 def choose(spec: str) -> tuple[Preset, ...]:
     """The paper presets named in `spec` ("all", or kinds separated by commas), in table order.
 
-    Table order keeps selection's tie-break, and keeps the one loose preset (the coarse collapse)
-    first, where the positive-preview exception (`signals.COARSE_KIND`) looks for it; a subset
-    without it has no loose preset, so the exception never applies. Raises ValueError.
+    Table order keeps selection's tie-break. Raises ValueError.
     """
     if spec == "all":
         return PAPER_PRESETS
@@ -103,20 +108,23 @@ def choose(spec: str) -> tuple[Preset, ...]:
 
 
 def candidates(presets, record: ReflectiveRecord, context: GateContext,
-               min_delta: float = MIN_DELTA) -> jnp.ndarray:
-    """`[K]` bool: eligible and passing the Δ rule (Δ from the decision-time preview)."""
+               min_delta: float = MIN_DELTA, enabled: jnp.ndarray | None = None) -> jnp.ndarray:
+    """`[K]` bool: enabled (`[K]` bool, all by default), eligible and passing the Δ rule (Δ from
+    the decision-time preview)."""
     out = []
     for i, preset in enumerate(presets):  # static: the preset table
         delta = record.preview_delta[i]
         rule = delta >= -min_delta if preset.loose else delta > min_delta
-        out.append(preset.eligible(record, context) & rule)
+        on = True if enabled is None else enabled[i]
+        out.append(preset.eligible(record, context) & rule & on)
     return jnp.stack(out)
 
 
 def select(presets, record: ReflectiveRecord, context: GateContext,
-           min_delta: float = MIN_DELTA):
-    """(next kind index or NO_REVISION, its Δ, `[K]` candidate flags)."""
-    flags = candidates(presets, record, context, min_delta)
+           min_delta: float = MIN_DELTA, enabled: jnp.ndarray | None = None):
+    """(next kind index or NO_REVISION, its Δ, `[K]` candidate flags); `enabled` (`[K]` bool)
+    masks the table (a params mask: every subset of the table in one compiled program)."""
+    flags = candidates(presets, record, context, min_delta, enabled)
     delta = record.preview_delta
     chosen = jnp.int32(NO_REVISION)
     # Walk backwards so the earliest qualifying preset wins.

@@ -28,6 +28,6 @@ def positive_preview(record: ReflectiveRecord, min_delta: float = MIN_DELTA) -> 
 def should_revise(record: ReflectiveRecord, tau: float, enabled: bool,
                   min_delta: float = MIN_DELTA) -> jnp.ndarray:
     """The gate: enabled, low confidence, no cooldown, streak >= 2, positive preview, a kind."""
-    return (jnp.bool_(enabled) & need_revision(record, tau) & (record.cooldown == 0)
+    return (jnp.asarray(enabled, bool) & need_revision(record, tau) & (record.cooldown == 0)
             & (record.low_confidence_streak >= 2) & positive_preview(record, min_delta)
             & (record.next_kind != NO_REVISION))
