@@ -850,7 +850,7 @@ def test_no_revision_when_a_condition_fails(agent, change, over, next_kind):
 def test_llm_agent_requests_instead_of_patching():
     """§9.6: mra-llm (τ = 1.0) hands the open gate to the host: llm_request set, the policy and
     counters untouched, the symbolic preview (kind and patched policy) kept for the prompt."""
-    assert MRA_LLM.tau == 1.0 and MRA_LLM.llm
+    assert float(MRA_LLM.default_params().tau) == 1.0 and MRA_LLM.llm
     out = observe("llm", rec(**GATE), False)
     assert bool(out.llm_request)
     assert policy_tuple(out.policy) == policy_tuple(default_policy())
