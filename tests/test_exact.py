@@ -9,8 +9,8 @@ import pytest
 from support import bits, cells_mask, grand_tiny, observe, tiny  # noqa: F401
 
 from bsjax.battleship.belief import exact
-from bsjax.battleship.game.env import Env
 from bsjax.battleship.game import spans as spans_lib
+from bsjax.battleship.game.env import Env
 
 
 def span_cell_sets(config):

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from bsjax.battleship.belief import generator
 from bsjax.battleship.config import GRAND, PAPER
 from bsjax.battleship.game import bitboard, refrng, rules, suites
-from bsjax.battleship.game.env import Env
 from bsjax.battleship.game import spans as spans_lib
+from bsjax.battleship.game.env import Env
 from bsjax.battleship.types import ask, shoot
 
 # docs/battleship/protocol.md §4.1 test vectors: int32 states after each step, and outputs.

@@ -25,8 +25,8 @@ from support import bits, grand_tiny, observe, tiny  # noqa: E402
 from bsjax.battleship.belief import constraints, exact
 from bsjax.battleship.belief.importance import ImportanceSampler, normalised_weights
 from bsjax.battleship.game import bitboard
-from bsjax.battleship.game.env import Env
 from bsjax.battleship.game import spans as spans_lib
+from bsjax.battleship.game.env import Env
 from bsjax.battleship.types import ask, shoot
 
 N_BIG = 100000

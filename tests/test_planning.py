@@ -24,8 +24,8 @@ from bsjax.battleship.agents.wma import WMAAgent, WMAState
 from bsjax.battleship.belief import exact
 from bsjax.battleship.config import PAPER
 from bsjax.battleship.game import bitboard, questions, rules, suites
-from bsjax.battleship.game.env import Env
 from bsjax.battleship.game import spans as spans_lib
+from bsjax.battleship.game.env import Env
 from bsjax.battleship.planning import eig, scoring, sim
 from bsjax.battleship.types import ASK, SHOOT
 

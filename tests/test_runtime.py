@@ -21,8 +21,8 @@ from support import FakeSampler, bits, neighbours, ref_clusters
 from bsjax.battleship.agents.mra import MRAAgent, MRALLMAgent, mode_pools
 from bsjax.battleship.config import PAPER
 from bsjax.battleship.game import questions, rules
-from bsjax.battleship.game.env import Env
 from bsjax.battleship.game import spans as spans_lib
+from bsjax.battleship.game.env import Env
 from bsjax.battleship.harness.llm_host import RevisionHost
 from bsjax.battleship.runtime import presets as presets_lib
 from bsjax.battleship.runtime import signals

@@ -105,6 +105,7 @@ def test_a_preset_subset_revises_only_with_its_presets():
 
 def test_events_name_a_revision_by_its_index_in_the_papers_table():
     agent = make_agent("mra", PAPER, presets=presets_lib.choose("cluster_closeout_bias"))
-    record = agent.init_state(agent.default_params()).replace(revised_now=jnp.bool_(True), last_kind=jnp.int32(0))
+    record = agent.init_state(agent.default_params()).replace(revised_now=jnp.bool_(True),
+                                                              last_kind=jnp.int32(0))
     assert int(agent.trace(record)["revision"]) == 2
     assert int(agent.trace(record.replace(revised_now=jnp.bool_(False)))["revision"]) == -1

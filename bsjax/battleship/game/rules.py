@@ -12,6 +12,7 @@ from bsjax.battleship.game import bitboard, refrng
 from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.types import GameState, Observations
 
+
 def empty_observations(config: GameConfig, ship_lengths: jnp.ndarray) -> Observations:
     words, ships = config.n_words, config.n_ships
     return Observations(

@@ -64,7 +64,8 @@ def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
          suite: str | None = None, truths=None, sampler: str = "particles",
          particles: int = 500, sweeps: int = 4, rng: str = "jax", run_seed: int = 0,
          first_seed: int = 0, rule=None, variant: str | None = None, llm: str = "local",
-         batch_size: int = 512, devices: int | None = None, progress: bool = True) -> Results:
+         batch_size: int | None = None, devices: int | None = None,
+         progress: bool = True) -> Results:
     """Play `agent` on every board × seed at every point of `params`, in memory.
 
     Args:
@@ -79,7 +80,10 @@ def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
       rule: a `planning.scoring.ScoringRule` for an agent that scores questions (by name only).
       variant: "paper" or "improved" for agents that have variants (by name only).
       llm: the LLM backend of agents that call one (local, ollama, uniform, none; as `--llm`).
-      batch_size: games per compiled batch (points × games are batched together).
+      batch_size: games per compiled batch; points × games fill the batches. By default the
+        games of one point (at most 512), so that every point plays exactly the games of a
+        single-point call (a game's floats may differ in the last place with the batch size;
+        on a GPU, a larger size fills the device better).
       devices: local devices to shard each batch over (all by default).
       progress: a progress line on stderr.
 
@@ -102,7 +106,7 @@ def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
                                protocol=protocol, suite=suite, boards=boards, seeds=seeds,
                                first_seed=first_seed, sampler=sampler, rng=rng,
                                particles=particles, sweeps=sweeps, run_seed=run_seed, llm=llm,
-                               batch_size=batch_size, devices=devices)
+                               devices=devices)
     if isinstance(agent, str) and name not in agents_lib.AGENTS:
         raise UsageError(f"unknown agent {name!r} (choose from {', '.join(agents_lib.AGENTS)})")
     game_config, board_list = experiment.validate(cfg)
@@ -127,8 +131,10 @@ def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
         games = experiment.game_list(board_list, seeds, first_seed)
         specs = [dataclasses.replace(g, params=tree) for tree in trees for g in games]
         reviser, captain = llm_setup.make_llm_hosts(cfg, player)
-        runner = BatchRunner(player, min(batch_size, len(specs)), reviser, captain,
-                             devices=devices)
+        if batch_size is not None and (isinstance(batch_size, bool) or batch_size < 1):
+            raise UsageError(f"batch_size must be a positive integer (got {batch_size!r})")
+        size = min(batch_size or 512, len(specs) if batch_size else len(games))
+        runner = BatchRunner(player, size, reviser, captain, devices=devices)
         bar = GameProgress(label=name) if progress else None
         if bar is not None:
             bar.start(len(specs))

@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import datetime
 import json
-import os
 import platform
 import sys
 import time
@@ -24,7 +23,7 @@ from bsjax.battleship import belief as belief_lib
 from bsjax.battleship.config import GameConfig, protocol
 from bsjax.battleship.game import suites
 from bsjax.battleship.game.suites import BoardError
-from bsjax.battleship.harness import llm_setup, memory, summaries
+from bsjax.battleship.harness import llm_setup, memory, rundir, summaries
 from bsjax.battleship.harness.loop import BatchRunner, GameSpec, Player
 from bsjax.battleship.harness.summaries import summarize_llm_events
 from bsjax.battleship.runtime import presets as presets_lib
@@ -192,10 +191,9 @@ def run_params(cfg: RunConfig, player: Player):
 
 
 def structure_identity(cfg: RunConfig) -> tuple:
-    """What decides a run's compiled program: its config without the params and the fields
-    that only place games (runs with equal identities can share one batch)."""
-    skip = set(PARAM_FIELDS) | set(PLACEMENT_FIELDS) | {"boards", "board_file", "seeds",
-                                                        "first_seed", "random_boards"}
+    """A run's config without its params: runs with equal identities play the same games with
+    one compiled program (a group, `run_group`)."""
+    skip = set(PARAM_FIELDS) | {"verbose"}
     return tuple((k, v) for k, v in sorted(dataclasses.asdict(cfg).items()) if k not in skip)
 
 
@@ -283,78 +281,8 @@ def _identity(config: dict) -> dict:
     return {k: v for k, v in full.items() if k not in ignored}
 
 
-def _append_jsonl(path: Path, rows: list[dict]) -> None:
-    with path.open("a") as fh:
-        for row in rows:
-            fh.write(json.dumps(row) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def _rewrite_clean(out: Path, rows: list[dict]) -> None:
-    """Make the files agree with the finished games after an interruption: drop a torn last line
-    of games.jsonl and every event of a game that has no row (it will be replayed)."""
-    games = out / "games.jsonl"
-    if games.exists():
-        games.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    events = out / "events.jsonl"
-    if events.exists():
-        done = {(r["board"], r["seed"]) for r in rows}
-        kept = [e for e in read_jsonl(events) if (e["board"], e["seed"]) in done]
-        events.write_text("".join(json.dumps(e) + "\n" for e in kept))
-
-
-
 def _sampler_name(cfg: RunConfig) -> str | None:
     return cfg.sampler if agents_lib.AGENTS[cfg.agent].needs_belief else None
-
-
-def _plain(value):
-    """A JSON-ready Python scalar."""
-    value = np.asarray(value)
-    if value.dtype == bool:
-        return bool(value)
-    if np.issubdtype(value.dtype, np.integer):
-        return int(value)
-    return round(float(value), 6)
-
-
-def game_rows(cfg: RunConfig, games: list[GameSpec], result) -> tuple[list[dict], list[dict]]:
-    rows, events = [], []
-    for i, g in enumerate(games):
-        cells = int(result.ship_cells[i])
-        shots, hits = int(result.shots[i]), int(result.hits[i])
-        rows.append({
-            "board": g.board_id, "seed": g.seed_index, "game_seed": g.game_seed,
-            "agent": cfg.agent, "sampler": _sampler_name(cfg),
-            "protocol": cfg.protocol, "shots": shots, "hits": hits,
-            "questions": int(result.questions[i]),
-            "f1": 2 * hits / (shots + cells) if hits else 0.0,
-            "won": bool(result.won[i]), "turns": int(result.turns[i]), "ship_cells": cells,
-            "llm_calls": int(result.llm_calls[i]) if result.llm_calls is not None else 0,
-            "fallbacks": int(result.fallbacks[i]) if result.fallbacks is not None else 0,
-        })
-        rec = result.records
-        for t in range(rec["active"].shape[0]):
-            if not rec["active"][t, i]:
-                continue
-            events.append({
-                "board": g.board_id, "seed": g.seed_index, "turn": t,
-                "kind": "question" if rec["kind"][t, i] == 1 else "shot",
-                "cell": int(rec["cell"][t, i]), "question_id": int(rec["question_id"][t, i]),
-                "outcome": bool(rec["outcome"][t, i]),
-                "p": round(float(rec["hit_probability"][t, i]), 6),
-                "llm": bool(rec["llm_request"][t, i]),
-                **{name: _plain(value[t, i]) for name, value in rec["extras"].items()},
-            })
-    for e in result.llm_events:
-        g = games[e.game]
-        events.append({"board": g.board_id, "seed": g.seed_index, "turn": int(e.turn) - 1,
-                       "kind": "llm", "ok": e.ok, "reason": e.reason,
-                       "latency": round(e.latency, 4), "detail": e.kind, "source": e.source,
-                       "cached": e.cached, "tokens_in": e.tokens_in, "tokens_out": e.tokens_out,
-                       "backend_s": round(e.backend_s, 4)})
-    return rows, events
 
 
 def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
@@ -363,77 +291,135 @@ def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
     Validation happens before anything is written; an interrupted run resumes from games.jsonl
     without losing or repeating games.
     """
-    game_config, boards = validate(cfg)
-    games = local_games(game_list(boards, cfg.seeds, cfg.first_seed))
-    out = local_out_dir(out)
-    done_rows = _prepare_local_dir(out, cfg, resume)
-    done_keys = {(r["board"], r["seed"]) for r in done_rows}
-    todo = [g for g in games if (g.board_id, g.seed_index) not in done_keys]
+    return run_group([cfg], [out], resume, progress)[0]
 
-    out.mkdir(parents=True, exist_ok=True)
-    if not (out / "run.json").exists():
-        (out / "run.json").write_text(json.dumps(
-            {"config": dataclasses.asdict(cfg), "versions": _versions(),
-             "created": datetime.datetime.now().isoformat(timespec="seconds"),
-             "games": len(games)}, indent=2))
-    _rewrite_clean(out, done_rows)
 
+@dataclasses.dataclass
+class _RunPlan:
+    """One run of a group: its config, directory, games and what is done."""
+
+    cfg: RunConfig
+    out: Path
+    games: list[GameSpec]
+    done_rows: list[dict]
+    todo: list[GameSpec]
+    played: int = 0
+    play_seconds: float = 0.0
+    wall_seconds: float = 0.0
+
+
+def groupable(cfgs: list[RunConfig]) -> bool:
+    """Whether runs can be played as one batch of one compiled program: the same structure
+    (`structure_identity`), and no LLM (each LLM run keeps its own host path and call cache)."""
+    return (len({structure_identity(c) for c in cfgs}) == 1
+            and all(llm_setup.uses_llm(agents_lib.AGENTS[c.agent]) is None for c in cfgs))
+
+
+def run_group(cfgs: list[RunConfig], outs: list[Path], resume: bool = False,
+              progress=None) -> list[dict]:
+    """Play several runs whose configs differ only in params (`PARAM_FIELDS`) as one batch of
+    one compiled program, each into its own run directory. Returns their summaries.
+
+    Every game is the game its run plays alone (a game depends on its board, seed, params and
+    the run seed, never on its batch); each run's directory holds its own games, events and
+    summary (its wall and play seconds are its share of the group's, by games played).
+    """
+    if len(cfgs) > 1 and not groupable(cfgs):
+        raise ValueError("runs of a group must differ only in params and call no LLM")
+    # A game's floats may differ in the last place with the batch's size (XLA's reductions
+    # are not batch-invariant), so a group plays batches of the size each run would play
+    # alone: every run's games are then those of its own `bsjax play`, bit for bit.
+    plans = []
+    for cfg, out in zip(cfgs, outs):
+        game_config, boards = validate(cfg)
+        games = local_games(game_list(boards, cfg.seeds, cfg.first_seed))
+        out = local_out_dir(out)
+        done_rows = _prepare_local_dir(out, cfg, resume)
+        done_keys = {(r["board"], r["seed"]) for r in done_rows}
+        plans.append(_RunPlan(cfg, out, games, done_rows,
+                              [g for g in games if (g.board_id, g.seed_index) not in done_keys]))
+    for plan in plans:
+        plan.out.mkdir(parents=True, exist_ok=True)
+        if not (plan.out / "run.json").exists():
+            (plan.out / "run.json").write_text(json.dumps(
+                {"config": dataclasses.asdict(plan.cfg), "versions": _versions(),
+                 "created": datetime.datetime.now().isoformat(timespec="seconds"),
+                 "games": len(plan.games)}, indent=2))
+        rundir.rewrite_clean(plan.out, plan.done_rows)
+
+    first = cfgs[0]
     start = time.perf_counter()
-    compile_seconds, play_seconds = 0.0, 0.0
-    with x64_context(cfg):
-        batch = max(1, min(cfg.batch_size, len(games))) if cfg.batch_size != "auto" else 1
+    compile_seconds = 0.0
+    todo = [(i, g) for i, plan in enumerate(plans) for g in plan.todo]
+    with x64_context(first):
+        batch = (max(1, min(first.batch_size, len(plans[0].games))) if first.batch_size != "auto"
+                 else 1)
         runner = None
         if todo:
-            player = make_player(cfg, game_config)
-            params = run_params(cfg, player)
-            todo = [dataclasses.replace(g, params=params) for g in todo]
-            if cfg.batch_size == "auto":
-                decided = memory.auto_batch_size(player, len(todo),
-                                                 cfg.devices or jax.local_device_count())
+            player = make_player(first, game_config)
+            params = [run_params(plan.cfg, player) for plan in plans]
+            todo = [(i, dataclasses.replace(g, params=params[i])) for i, g in todo]
+            if first.batch_size == "auto":
+                decided = memory.auto_batch_size(player, max(len(p.todo) for p in plans),
+                                                 first.devices or jax.local_device_count())
                 batch = decided.batch_size
                 print(f"--batch-size auto: {decided.describe()}", file=sys.stderr)
             monitor = getattr(progress, "llm_event", None)
-            reviser, captain = llm_setup.make_llm_hosts(cfg, player, out, monitor)
-            runner = BatchRunner(player, batch, reviser, captain, devices=cfg.devices)
+            reviser, captain = llm_setup.make_llm_hosts(first, player, plans[0].out, monitor)
+            runner = BatchRunner(player, batch, reviser, captain, devices=first.devices)
             batch = runner.batch_size  # rounded up to whole slices per device
+        done = sum(len(plan.done_rows) for plan in plans)
         if progress is not None:
-            progress.start(len(games), len(done_rows))
+            progress.start(sum(len(plan.games) for plan in plans), done)
         for lo in range(0, len(todo), batch):
             chunk = todo[lo:lo + batch]
-            done_before = len(done_rows)
-            on_turn = (lambda turn, n_done, base=done_before: progress.update(base + n_done,
-                                                                                 turn + 1)
+            on_turn = (lambda turn, n_done, base=done: progress.update(base + n_done, turn + 1)
                        ) if progress is not None else None
             batch_start = time.perf_counter()
-            result = runner.play(chunk, cfg.run_seed, on_turn)
-            rows, events = game_rows(cfg, chunk, result)
+            result = runner.play([g for _, g in chunk], first.run_seed, on_turn)
             # Wall time (compile and LLM calls included) shared over the batch's games, so the
             # table's wall time survives interruptions and resumes.
-            for row in rows:
-                row["wall_seconds"] = round((time.perf_counter() - batch_start) / len(chunk), 4)
-            # Events first: a game counts as done only once its row is written after them.
-            _append_jsonl(out / "events.jsonl", events)
-            _append_jsonl(out / "games.jsonl", rows)
-            done_rows.extend(rows)
-            play_seconds += result.seconds
+            wall = (time.perf_counter() - batch_start) / len(chunk)
+            for i, plan in enumerate(plans):
+                mine = [k for k, (j, _) in enumerate(chunk) if j == i]
+                if not mine:
+                    continue
+                rows, events = rundir.game_rows(plan.cfg, _sampler_name(plan.cfg),
+                                                [chunk[k][1] for k in mine], result.select(mine))
+                for row in rows:
+                    row["wall_seconds"] = round(wall, 4)
+                # Events first: a game counts as done only once its row is written after them.
+                rundir.append_jsonl(plan.out / "events.jsonl", events)
+                rundir.append_jsonl(plan.out / "games.jsonl", rows)
+                plan.done_rows.extend(rows)
+                plan.played += len(mine)
+                plan.play_seconds += result.seconds * len(mine) / len(chunk)
+            done += len(chunk)
         if runner is not None:
             compile_seconds = runner.compile_seconds
     if progress is not None:
         progress.stop()
-    played = len(todo)
-    summary = summaries.summarize(done_rows)
+    total = time.perf_counter() - start
+    return [_finish(plan, total * plan.played / max(len(todo), 1), compile_seconds)
+            for plan in plans]
+
+
+def _finish(plan: _RunPlan, seconds: float, compile_seconds: float) -> dict:
+    """Write and return a run's summary.json."""
+    cfg, out = plan.cfg, plan.out
+    summary = summaries.summarize(plan.done_rows)
     summary.update(summarize_llm_events(read_jsonl(out / "events.jsonl")))
     summary.update({
         "llm": cfg.llm if llm_setup.uses_llm(agents_lib.AGENTS[cfg.agent]) else None,
         "agent": cfg.agent, "protocol": cfg.protocol, "suite": cfg.suite_name,
         "sampler": _sampler_name(cfg), "rng": cfg.rng,
-        "particles": cfg.particles, "played_now": played,
-        "seconds": time.perf_counter() - start,
+        "particles": cfg.particles, "played_now": plan.played,
+        "seconds": seconds,
         "compile_seconds": compile_seconds,
-        "games_per_second": played / play_seconds if play_seconds > 0 else 0.0,
+        "games_per_second": plan.played / plan.play_seconds if plan.play_seconds > 0 else 0.0,
         "device": _versions()["device"],
     })
-    if played == 0 and (out / "summary.json").is_file():
+    if plan.played == 0 and (out / "summary.json").is_file():
         # A resume with nothing left to play keeps the timing of the run that played the games.
         previous = json.loads((out / "summary.json").read_text())
         summary.update({name: previous[name] for name in

@@ -98,6 +98,22 @@ class BatchResult:
     llm_seconds: float = 0.0
     dispatches: int = 0               # compiled calls of the turn loop (1 for an LLM-free batch)
 
+    def select(self, games: list[int]) -> BatchResult:
+        """The result of the batch's `games` only (indices into it), in that order."""
+        index = np.asarray(games, int)
+        where = {g: k for k, g in enumerate(games)}
+        pick = lambda x: None if x is None else np.asarray(x)[index]  # noqa: E731
+        records = {name: value[:, index] for name, value in self.records.items()
+                   if name != "extras"}
+        records["extras"] = {name: value[:, index]
+                             for name, value in self.records["extras"].items()}
+        events = [dataclasses.replace(e, game=where[e.game]) for e in self.llm_events
+                  if e.game in where]
+        return BatchResult(pick(self.shots), pick(self.hits), pick(self.questions),
+                           pick(self.turns), pick(self.won), pick(self.ship_cells), records,
+                           self.seconds, pick(self.llm_calls), pick(self.fallbacks), events,
+                           self.llm_seconds, self.dispatches)
+
 
 def game_sharding(devices: int | None = None) -> NamedSharding | None:
     """A 1-D mesh over the games axis on the first `devices` local devices (all by default).

@@ -319,17 +319,33 @@ def _write_study_json(study: Study, path: Path) -> None:
         path.write_text(json.dumps(dict(previous, baseline=study.baseline), indent=2))
 
 
+def row_groups(study: Study) -> list[list[Row]]:
+    """The active rows in groups that play as one batch of one compiled program: rows whose
+    configs differ only in params (`experiment.PARAM_FIELDS`) and call no LLM share a group;
+    every other row is a group of its own. Groups keep the order of their first rows."""
+    groups: dict[object, list[Row]] = {}
+    for row in study.active_rows():
+        cfg = row.config(study.base)
+        key = (experiment.structure_identity(cfg) if experiment.groupable([cfg])
+               else ("alone", row.id))
+        groups.setdefault(key, []).append(row)
+    return list(groups.values())
+
+
 def run(study: Study, out: Path, resume: bool = False, progress_factory=None) -> dict:
-    """Play every active row into `out/runs/ROW`; returns {row id: summary}."""
+    """Play every active row into `out/runs/ROW`, rows that differ only in params as one
+    batch (`row_groups`); returns {row id: summary}."""
     validate(study)
     prepare(study, out, resume)
     out.mkdir(parents=True, exist_ok=True)
     if jax.process_index() == 0:
         _write_study_json(study, out / "study.json")
     summaries = {}
-    for row in study.active_rows():
-        progress = progress_factory(row.id) if progress_factory is not None else None
-        row_dir = out / "runs" / row.id
-        summaries[row.id] = experiment.run(row.config(study.base), row_dir, resume=resume,
-                                           progress=progress)
-    return summaries
+    for group in row_groups(study):
+        label = "+".join(row.id for row in group)
+        progress = progress_factory(label) if progress_factory is not None else None
+        results = experiment.run_group([row.config(study.base) for row in group],
+                                       [out / "runs" / row.id for row in group],
+                                       resume=resume, progress=progress)
+        summaries.update({row.id: summary for row, summary in zip(group, results)})
+    return {row.id: summaries[row.id] for row in study.active_rows()}

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bsjax.battleship.config import GameConfig
-from bsjax.battleship.game import bitboard, questions
+from bsjax.battleship.game import bitboard
 from bsjax.battleship.planning import eig, sim
 from bsjax.battleship.types import View
 from bsjax.core import fastpath
