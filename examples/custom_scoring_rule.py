@@ -1,8 +1,9 @@
-"""Write your own question-scoring rule as a function of the belief and plug it into WMA.
+"""Write your own question-scoring rule and play it: in memory, and by name from the CLI.
 
-The harness is untouched: subclass `WMAAgent`, replace `score_questions` (it receives the weighted
-particle set, the hit-probability map and the game's summary, and returns one value per catalog
-template), register the class, and play it like any built-in agent.
+A rule is a pure function of the turn's `QuestionFeatures` (the look-ahead of every question,
+its one-step value, the bonuses the paper's rule uses) and of its params, which are traced: a
+sweep over them compiles once. Plug it into a planner with `rule=`; register a planner that
+uses it to play it by name (`bsjax.run`, a study file).
 
     python examples/custom_scoring_rule.py --boards B01,B02,B03 --seeds 1
 """
@@ -11,30 +12,26 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import tempfile
-from pathlib import Path
 
+import bsjax
 from bsjax.battleship.agents import WMAAgent, register_agent
-from bsjax.battleship.harness.experiment import RunConfig, run
-from bsjax.battleship.planning import eig, sim
+from bsjax.battleship.planning import eig, scoring
+
+
+@bsjax.scoring_rule(bonus=0.02)
+def eig_bonus(q: bsjax.QuestionFeatures, params):
+    """The question's one-step value plus `bonus` × its noisy-channel information gain (bits),
+    in place of the paper's heuristic bonuses (split, region mass, cluster relevance)."""
+    return q.raw + params["bonus"] * eig.expected_information_gain(q.p_yes, q.epsilon)
 
 
 @register_agent
 @dataclasses.dataclass(frozen=True)
 class EIGBonusWMA(WMAAgent):
-    """WMA whose questions are worth their one-step value plus an information bonus.
+    """WMA with the EIG-bonus rule, playable by name: `RunConfig(agent="wma-eig")`."""
 
-    The paper's heuristic bonuses (split, region mass, cluster relevance) are replaced by
-    `bonus * EIG`, the noisy-channel information gain in bits.
-    """
-
-    bonus: float = 0.02
+    rule: scoring.ScoringRule = eig_bonus
     name = "wma-eig"
-
-    def score_questions(self, parts, p, unknown, hit_cells, hits, total, coarse_phase):
-        look = sim.lookahead(self.config, parts, sim.answers(sim.template_bits(), parts), unknown)
-        raw = sim.raw_question_values(look, hits, total)
-        return raw + self.bonus * eig.expected_information_gain(look.p_yes, self.config.epsilon)
 
 
 def main(argv=None) -> dict:
@@ -43,15 +40,17 @@ def main(argv=None) -> dict:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--particles", type=int, default=500)
     args = parser.parse_args(argv)
-    results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for agent in ("wma", "wma-eig"):
-            cfg = RunConfig(agent=agent, boards=args.boards, seeds=args.seeds,
-                            particles=args.particles)
-            summary = run(cfg, Path(tmp) / agent)
-            results[agent] = summary
-            print(f"{agent:8s} F1 {summary['avg_f1']:.3f}  wins {summary['wins']}/"
-                  f"{summary['games']}  questions {summary['avg_questions']:.1f}")
+    games = dict(boards=args.boards, seeds=args.seeds, particles=args.particles, progress=False)
+    results = {"wma": bsjax.play("wma", **games),
+               "wma-eig": bsjax.play("wma-eig", **games),
+               # the same rule swept over its weight: one compiled program, three points
+               "wma-eig sweep": bsjax.play("wma", rule=eig_bonus,
+                                           params={"bonus": [0.0, 0.02, 0.05]}, **games)}
+    for name, res in results.items():
+        for _, row in res.summary().iterrows():
+            label = f"{name} bonus={row['bonus']}" if "bonus" in row else name
+            print(f"{label:22s} F1 {row['avg_f1']:.3f}  wins {int(row['wins'])}/"
+                  f"{int(row['games'])}  questions {row['avg_questions']:.1f}")
     return results
 
 

@@ -59,8 +59,10 @@ def test_quickstart_notebook(tmp_path, monkeypatch):
     probe = f"""probe = {{
         "turns": int(state.turn), "done": bool(state.done), "shots": int(state.shots),
         "questions": int(state.questions), "f1": f1, "p": [s["p"].tolist() for s in snapshots],
-        "files": sorted(path.name for path in run_dir.iterdir()), "games": games,
+        "files": sorted(path.name for path in run_dir.iterdir()),
+        "games": games.to_dict("records"), "res_shape": list(res.f1.shape),
         "summary": summary, "in_tmp": str(run_dir).startswith({str(tmp_path)!r}),
+        "loaded": len(run.games), "events": len(run.events),
     }}"""
     nb, got = execute("01_quickstart.ipynb", probe, tmp_path, monkeypatch)
 
@@ -77,7 +79,10 @@ def test_quickstart_notebook(tmp_path, monkeypatch):
     assert abs(sum(heat[0]) - 14.0) < 1e-3  # the prior places exactly the 14 ship cells
     assert has_image(tagged(nb, "belief-heatmaps"))
 
-    # The batch: a run directory in TMPDIR with one row per game and a consistent summary.
+    # The batch in memory (params x games) and as a run directory in TMPDIR with one row per
+    # game and a consistent summary, read back by bsjax.load_run.
+    assert got["res_shape"] == [1, N_GAMES]
+    assert got["loaded"] == N_GAMES and got["events"] > 0
     assert got["in_tmp"]
     assert {"run.json", "games.jsonl", "events.jsonl", "summary.json"} <= set(got["files"])
     assert len(got["games"]) == got["summary"]["games"] == N_GAMES
@@ -87,34 +92,36 @@ def test_quickstart_notebook(tmp_path, monkeypatch):
 
 
 def test_scoring_rules_notebook(tmp_path, monkeypatch):
-    probe = f"""from bsjax.battleship.agents import AGENTS
-probe = {{
-    "registered": AGENTS.get("wma-split") is SplitWMA, "results": results,
-    "f1_delta": f1_delta, "head_to_head": head_to_head,
-    "in_tmp": str(out_root).startswith({str(tmp_path)!r}),
-}}"""
+    probe = """import os
+probe = {
+    "games": {name: int(res.f1.size) for name, res in results.items()},
+    "f1": {name: float(res.f1.mean()) for name, res in results.items()},
+    "questions": {name: float(res.questions.mean()) for name, res in results.items()},
+    "f1_delta": float(f1_delta), "head_to_head": float(head_to_head),
+    "sweep_shape": list(sweep.f1.shape), "sweep_compiles": sweep.compile_seconds > 0,
+    "sweep_mid_equals_single": bool((sweep.f1[1] == candidate.f1[0]).all()),
+    "files": sorted(os.listdir(os.environ["TMPDIR"])),
+}"""
     nb, got = execute("02_scoring_rules.ipynb", probe, tmp_path, monkeypatch)
 
-    assert got["registered"] and got["in_tmp"]
-    assert set(got["results"]) == {"wma", "wma-split"}
-    for result in got["results"].values():
-        low, high = result["win_ci"]
-        assert result["games"] == N_GAMES
-        assert 0.0 <= result["f1"][0] <= 1.0 and result["f1"][1] >= 0.0
-        assert 0.0 <= low <= result["win_rate"] <= high <= 1.0
-        assert 0.0 < result["questions"][0] <= 15.0
+    assert set(got["games"]) == {"wma", "wma-split"}
+    assert set(got["games"].values()) == {N_GAMES}
+    for name in got["f1"]:
+        assert 0.0 < got["f1"][name] <= 1.0 and 0.0 < got["questions"][name] <= 15.0
     assert -1.0 <= got["f1_delta"] <= 1.0 and 0.0 <= got["head_to_head"] <= 1.0
+    # The sweep: 3 weights x the same games; its 0.03 point is the single call's game for game.
+    assert got["sweep_shape"] == [3, N_GAMES] and got["sweep_mid_equals_single"]
+    assert got["files"] == []  # bsjax.play writes nothing
 
-    # The printed comparison table: one row per agent, numbers in [0, 1] matching the kernel's.
+    # The printed comparison table: one row per rule, numbers matching the kernel's.
     table = stdout(tagged(nb, "comparison"))
     row = re.compile(r"^(\S+) +(\d+) +([\d.]+) ± ([\d.]+) +([\d.]+)% \[([\d.]+)%, ([\d.]+)%\] +([\d.]+)$",
                      re.MULTILINE)
     printed = {m[0]: m[1:] for m in row.findall(table)}
     assert set(printed) == {"wma", "wma-split"}
-    for agent, (games, f1, _half, rate, low, high, _questions) in printed.items():
+    for name, (games, f1, _half, rate, low, high, _questions) in printed.items():
         assert int(games) == N_GAMES
-        assert 0.0 <= float(f1) <= 1.0
-        assert abs(float(f1) - got["results"][agent]["f1"][0]) < 1e-3
+        assert abs(float(f1) - got["f1"][name]) < 1e-3
         assert 0.0 <= float(low) / 100 <= float(rate) / 100 <= float(high) / 100 <= 1.0
     assert "paired F1 difference" in table
 
