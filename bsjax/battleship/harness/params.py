@@ -37,7 +37,8 @@ def leaf_paths(params) -> dict[str, tuple[str, ...]]:
     def walk(node, path):
         children = _fields(node)
         if not children:
-            paths[".".join(path)] = path
+            if path and jax.tree.leaves(node):  # an empty pytree (no params) has no leaves
+                paths[".".join(path)] = path
             return
         for name, child in children.items():
             walk(child, (*path, name))

@@ -1,0 +1,208 @@
+"""The front door: `bsjax.play` (params by name, sweeps in one compiled program, arrays and
+DataFrames), `bsjax.load_run`, and the agent registry's refusals."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bsjax
+from bsjax.battleship import agents as agents_lib
+from bsjax.battleship.agents import GreedyAgent, WMAAgent, make_agent, register_agent
+from bsjax.battleship.config import PAPER
+from bsjax.battleship.harness import experiment
+from bsjax.battleship.harness import params as params_lib
+from bsjax.battleship.harness.experiment import RunConfig
+from bsjax.core.errors import UsageError
+
+SMALL = dict(boards="B01,B02", seeds=2, particles=32, progress=False)
+
+
+@pytest.fixture(scope="module")
+def tau_sweep():
+    return bsjax.play("mra", params={"tau": [0.5, 0.9]}, **SMALL)
+
+
+def test_the_minimal_call_plays_the_games_in_memory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = bsjax.play("wma", **SMALL)
+    assert res.f1.shape == res.won.shape == res.shots.shape == (1, 4)
+    assert res.boards == ["B01", "B01", "B02", "B02"] and res.seeds == [0, 1, 0, 1]
+    assert res.records["kind"].shape == (1, 4, PAPER.max_turns)
+    assert (res.records["active"].sum(axis=2) == res.turns).all()
+    frame = res.to_pandas()
+    assert len(frame) == 4 and {"board", "seed", "f1", "won", "questions"} <= set(frame)
+    np.testing.assert_array_equal(frame["f1"], res.f1[0])
+    turns = res.turns_frame()
+    assert len(turns) == int(res.turns.sum())
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_a_sweep_is_params_by_games_and_each_point_is_its_own_play(tau_sweep):
+    assert tau_sweep.f1.shape == (2, 4) and tau_sweep.points == [{"tau": 0.5}, {"tau": 0.9}]
+    alone = bsjax.play("mra", params={"tau": 0.9}, **SMALL)
+    np.testing.assert_array_equal(alone.f1[0], tau_sweep.f1[1])
+    for name in ("kind", "cell", "hit_probability", "confidence"):
+        np.testing.assert_array_equal(alone.records[name][0], tau_sweep.records[name][1])
+    summary = tau_sweep.summary()
+    assert list(summary["tau"]) == [0.5, 0.9] and list(summary["games"]) == [4, 4]
+    frame = tau_sweep.to_pandas()
+    assert len(frame) == 8 and list(frame["tau"]) == [0.5] * 4 + [0.9] * 4
+
+
+def test_the_games_are_those_of_bsjax_play_with_the_same_seed(tmp_path):
+    res = bsjax.play("greedy", boards="B01,B02", seeds=1, particles=32, progress=False)
+    cfg = RunConfig(agent="greedy", boards="B01,B02", seeds=1, particles=32)
+    experiment.run(cfg, tmp_path / "run")
+    run = bsjax.load_run(tmp_path / "run")
+    assert list(run.games["board"]) == res.boards
+    np.testing.assert_array_equal(run.games["f1"], res.f1[0])
+    np.testing.assert_array_equal(run.games["shots"], res.shots[0])
+    assert len(run.events) == int(res.turns.sum()) and run.config["agent"] == "greedy"
+
+
+def test_a_grid_of_two_axes_and_fixed_values():
+    agent = make_agent("mra", PAPER)
+    points, trees = params_lib.grid(agent, {"tau": [0.6, 0.8], "cooldown": [1, 3],
+                                            "revision": "on", "presets": "coarse_roi_collapse"})
+    assert points == [{"tau": 0.6, "cooldown": 1}, {"tau": 0.6, "cooldown": 3},
+                      {"tau": 0.8, "cooldown": 1}, {"tau": 0.8, "cooldown": 3}]
+    assert [float(t.tau) for t in trees] == pytest.approx([0.6, 0.6, 0.8, 0.8])
+    assert all(t.presets.tolist() == [True, False, False] for t in trees)
+    nested = params_lib.with_values(agent, {"policy.budgets": [4, 2, 4], "coarse": [0.1, 0, 0]})
+    assert nested.policy.budgets.tolist() == [4, 2, 4]
+    assert nested.scoring["coarse"].tolist() == pytest.approx([0.1, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"tua": 0.5}, "has no param 'tua'"),
+    ({"cooldown": 1.5}, "whole numbers"),
+    ({"tau": float("nan")}, "finite"),
+    ({"revision": "maybe"}, "on or off"),
+    ({"presets": "nope"}, "unknown preset"),
+    ({"policy.budgets": [1, 2]}, "shape"),
+    ({"tau": []}, "empty"),
+])
+def test_bad_params_are_refused_before_anything_plays(spec, message):
+    with pytest.raises(UsageError, match=message):
+        bsjax.play("mra", params=spec, **SMALL)
+
+
+def test_an_agent_without_params_says_so():
+    with pytest.raises(UsageError, match=r"'greedy' has no param 'tau' \(its params: none\)"):
+        bsjax.play("greedy", params={"tau": 0.5}, **SMALL)
+
+
+def test_given_truths_are_played_and_checked():
+    res = bsjax.play("greedy", truths=[list(suites_b01())], seeds=2, particles=32,
+                     progress=False)
+    assert res.boards == ["T0000", "T0000"] and res.f1.shape == (1, 2)
+    assert ((res.hits > 0) & (res.hits <= 14)).all()
+    with pytest.raises(UsageError, match="overlap"):
+        bsjax.play("greedy", truths=[[0, 0, 0, 0]], progress=False)
+
+
+def suites_b01():
+    from bsjax.battleship.game import suites
+    return suites.synthetic_suite()[0].spans
+
+
+def test_register_agent_refuses_to_replace_a_built_in():
+    @dataclasses.dataclass(frozen=True)
+    class Impostor(GreedyAgent):
+        name = "greedy"
+
+    with pytest.raises(ValueError, match="built-in agent"):
+        register_agent(Impostor)
+    assert agents_lib.AGENTS["greedy"] is GreedyAgent
+    try:
+        assert register_agent(Impostor, replace=True) is Impostor
+        assert agents_lib.AGENTS["greedy"] is Impostor
+    finally:
+        agents_lib.AGENTS["greedy"] = GreedyAgent
+
+
+def test_make_agent_refuses_an_option_the_agent_does_not_take():
+    with pytest.raises(ValueError, match="takes no option 'tau'.*params"):
+        make_agent("mra", PAPER, tau=0.5)
+    with pytest.raises(ValueError, match="takes no option 'variant'"):
+        make_agent("wma", PAPER, variant="improved")
+    assert make_agent("mra", PAPER, variant="improved").variant == "improved"
+
+
+def test_a_rule_plugs_into_every_planner_and_its_weight_is_traced():
+    @bsjax.scoring_rule(weight=0.0)
+    def raw_plus(q, params):
+        return q.raw + params["weight"] * q.p_yes
+
+    for name in ("wma", "mra", "wma-reflective", "bayes"):
+        agent = make_agent(name, PAPER, rule=raw_plus)
+        assert set(agent.default_params().scoring) == {"weight"}
+    res = bsjax.play("wma", rule=raw_plus, params={"weight": [0.0, 0.05]}, **SMALL)
+    assert res.f1.shape == (2, 4)
+    with pytest.raises(UsageError, match="rule and variant apply to an agent given by name"):
+        bsjax.play(WMAAgent(PAPER), rule=raw_plus, **SMALL)
+
+
+def test_load_run_reads_a_study(tmp_path):
+    from bsjax.battleship.harness import study as study_lib
+    base = RunConfig(agent="mra", boards="B01", seeds=1, particles=32)
+    study = study_lib.sweep_study(base, "tau", "0.5,0.9")
+    study_lib.run(study, tmp_path / "sweep")
+    run = bsjax.load_run(tmp_path / "sweep")
+    assert sorted(run.games["row"].unique()) == ["tau=0.5", "tau=0.9"]
+    assert set(run.summary) == {"tau=0.5", "tau=0.9"}
+    with pytest.raises(ValueError, match="not a bsjax run directory"):
+        bsjax.load_run(tmp_path)
+    assert json.loads((tmp_path / "sweep" / "study.json").read_text())["kind"] == "sweep"
+
+
+def test_rows_that_differ_only_in_params_share_one_program_and_equal_their_own_runs(tmp_path):
+    """`bsjax sweep` plays its points as one group (one compile); each row's games and events
+    are those of its own `bsjax play`, bit for bit."""
+    from bsjax.battleship.harness import study as study_lib
+    base = RunConfig(agent="mra", boards="B01,B02", seeds=2, particles=32)
+    study = study_lib.sweep_study(base, "tau", "0.5,0.9")
+    assert [len(g) for g in study_lib.row_groups(study)] == [2]
+    study_lib.run(study, tmp_path / "sweep")
+    experiment.run(dataclasses.replace(base, tau=0.9), tmp_path / "alone")
+    for name in ("games.jsonl", "events.jsonl"):
+        grouped = [json.loads(x) for x in (tmp_path / "sweep/runs/tau=0.9" / name).read_text()
+                   .splitlines()]
+        alone = [json.loads(x) for x in (tmp_path / "alone" / name).read_text().splitlines()]
+        strip = lambda rows: [{k: v for k, v in r.items() if k != "wall_seconds"}  # noqa: E731
+                              for r in rows]
+        assert strip(grouped) == strip(alone), name
+
+
+def test_rows_of_different_agents_or_llms_keep_their_own_programs():
+    from bsjax.battleship.harness import study as study_lib
+    groups = study_lib.row_groups(study_lib.paper_study(study_lib.paper_base()))
+    assert [[row.id for row in g] for g in groups] == [
+        ["B1"], ["B2"], ["B3", "B4"], ["B5"], ["B6"], ["B6-uniform"], ["bayes"]]
+
+
+def test_params_are_traced_not_compiled_in():
+    """Games with other params reuse the compiled turn loop: no static hyperparameter."""
+    import jax
+
+    from bsjax.battleship.harness.loop import game_keys
+    from bsjax.battleship.harness.play import _compiled, play_batch
+    cfg = RunConfig(agent="mra", boards="B01,B02", seeds=1, particles=32)
+    game_config, boards = experiment.validate(cfg)
+    player = experiment.make_player(cfg, game_config)
+    games = experiment.game_list(boards, 1)
+    seeds = np.asarray([g.game_seed for g in games])
+    keys = game_keys(0, seeds, np.zeros(2, int))
+    truths = jnp.asarray([g.spans for g in games], jnp.int32)
+    for taus, cooldowns in (([0.3, 0.9], [1, 3]), ([0.72, 0.72], [0, 5])):
+        params = [params_lib.with_values(player.agent, {"tau": t, "cooldown": c})
+                  for t, c in zip(taus, cooldowns)]
+        stacked = jax.tree.map(lambda *xs: np.stack(xs), *params)
+        play_batch(keys, player, stacked, truths, jnp.asarray(seeds, jnp.int32))
+    init, turns = _compiled(player)
+    assert init._cache_size() == 1 and turns._cache_size() == 1
