@@ -126,7 +126,7 @@ def sequential_marginal(config, obs, reorder=True):
 
 @functools.cache
 def jitted(sampler):
-    return jax.jit(sampler.update), jax.jit(sampler.hit_probability)
+    return jax.jit(lambda k, s, o: sampler.update(k, s, o)[0]), jax.jit(sampler.hit_probability)
 
 
 def sample(sampler, obs, seed=0):
@@ -330,7 +330,7 @@ def test_update_is_fresh_and_compiles_once():
     @jax.jit
     @chex.assert_max_traces(n=1)
     def update(key, state, obs):
-        return sampler.update(key, state, obs)
+        return sampler.update(key, state, obs)[0]
 
     obs_a = observe(GRAND5, (3, 2))
     obs_b = observe(GRAND5, (3, 2), **GRAND_SCENARIOS["sunk"])

@@ -58,7 +58,8 @@ def test_particles_track_a_sequence_of_observations():
     state = jax.jit(sampler.init)(jax.random.key(0), _as_jax(observe(TINY, (3, 2))), jnp.int32(0))
     for i, evidence in enumerate(steps):
         obs = observe(TINY, (3, 2), **evidence)
-        state = update(jax.random.key(i + 1), state, _as_jax(obs))
+        state, info = update(jax.random.key(i + 1), state, _as_jax(obs))
+        assert 1.0 <= float(info.ess) <= 3000.0 and 0.0 < float(info.acceptance) <= 1.0
         np.testing.assert_allclose(np.asarray(sampler.hit_probability(state)),
                                    exact.hit_probability(TINY, obs), atol=0.05)
 
@@ -84,7 +85,7 @@ def test_update_traces_once(sampler_name):
     update = jax.jit(chex.assert_max_traces(sampler.update, n=1))
     state = jax.jit(sampler.init)(jax.random.key(0), _as_jax(observe(TINY, (3, 2))), jnp.int32(1))
     for i, evidence in enumerate([dict(misses=[3]), dict(misses=[3], hits=[4])]):
-        state = update(jax.random.key(i), state, _as_jax(observe(TINY, (3, 2), **evidence)))
+        state, _ = update(jax.random.key(i), state, _as_jax(observe(TINY, (3, 2), **evidence)))
     jax.block_until_ready(state)
 
 
@@ -96,7 +97,9 @@ def test_chain_samples_respect_shots_after_repair():
     p = np.asarray(sampler.hit_probability(state))
     cell = int(np.argmin(p))
     obs1 = observe(TINY, (3, 2), hits=[cell])
-    state = jax.jit(sampler.update)(jax.random.key(2), state, _as_jax(obs1))
+    state, info = jax.jit(sampler.update)(jax.random.key(2), state, _as_jax(obs1))
+    # Without answers the target is flat over the move pool: every move is accepted.
+    assert float(info.ess) == 100.0 and float(info.acceptance) == 1.0
     occupancy = np.asarray(jax.vmap(lambda s: _cells(s))(state.samples))
     assert occupancy[:, cell].all()
 
@@ -134,3 +137,17 @@ def test_particles_match_exact_under_colour_and_sunk_evidence():
                                                                             jnp.int32(0)))))
     estimate = np.asarray(init(jax.random.split(jax.random.key(3), 3))).mean(0)
     np.testing.assert_allclose(estimate, truth, atol=0.05)
+
+
+def test_update_info_reports_degeneracy():
+    """The ESS is P when nothing is learned and falls when evidence makes part of the particles
+    unlikely (row A answered "no" three times: boards with a ship there lose a factor ~95);
+    acceptance is a rate."""
+    sampler = ParticleSampler(TINY, n_particles=400, sweeps=2)
+    state = jax.jit(sampler.init)(jax.random.key(0), _as_jax(observe(TINY, (3, 2))), jnp.int32(0))
+    update = jax.jit(sampler.update)
+    _, same = update(jax.random.key(1), state, _as_jax(observe(TINY, (3, 2))))
+    assert float(same.ess) == pytest.approx(400.0, rel=1e-4)
+    surprising = observe(TINY, (3, 2), questions=[(list(range(5)), False)] * 3)
+    _, info = update(jax.random.key(2), state, _as_jax(surprising))
+    assert 1.0 <= float(info.ess) < 0.8 * 400 and 0.0 < float(info.acceptance) <= 1.0

@@ -6,14 +6,37 @@ method is written for ONE game and vmapped over games by the harness; keys are c
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import chex
 import jax
+import jax.numpy as jnp
 
 from bsjax.battleship.types import Observations
 
 PyTree = Any
+
+
+class BeliefInfo(NamedTuple):
+    """What an update says about itself (blackjax's `Info`: beside the state, never in it).
+
+    Attributes:
+      ess: `[]` float32 the Kish effective sample size of the particle weights after the new
+        evidence, before any resampling, in particles (the chain's equally weighted samples: their
+        number); its fall towards 1 is the belief's degeneracy.
+      acceptance: `[]` float32 the fraction of the update's MH moves that were accepted (the
+        importance sampler, which draws afresh: the fraction of its draws that are valid).
+    """
+
+    ess: chex.Array
+    acceptance: chex.Array
+
+
+def kish_ess(weights: chex.Array) -> chex.Array:
+    """`[]` float32 (Σw)² / Σw² of `[P]` non-negative weights (0 when they are all 0)."""
+    total, square = jnp.sum(weights), jnp.sum(jnp.square(weights))
+    return jnp.where(square > 0, jnp.square(total) / jnp.where(square > 0, square, 1.0),
+                     0.0).astype(jnp.float32)
 
 
 class Sampler(Protocol):
@@ -23,8 +46,10 @@ class Sampler(Protocol):
         """The belief at the start of a game (`obs` as dealt, `game_seed` the board's seed)."""
         ...
 
-    def update(self, key: jax.Array, state: PyTree, obs: Observations) -> PyTree:
-        """The belief after the observations grew (one more shot or answer)."""
+    def update(self, key: jax.Array, state: PyTree, obs: Observations
+               ) -> tuple[PyTree, BeliefInfo]:
+        """(the belief after the observations grew (one more shot or answer), its `BeliefInfo`).
+        The key is consumed."""
         ...
 
     def weighted_particles(self, state: PyTree) -> tuple[chex.Array, chex.Array]:
@@ -36,4 +61,4 @@ class Sampler(Protocol):
         ...
 
 
-__all__ = ["Sampler"]
+__all__ = ["BeliefInfo", "Sampler", "kish_ess"]

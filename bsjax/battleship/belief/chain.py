@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from bsjax.battleship.belief import constraints, generator, moves, repair
-from bsjax.battleship.belief.base import Sampler
+from bsjax.battleship.belief.base import BeliefInfo, Sampler
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import refrng
 from bsjax.battleship.game import spans as spans_lib
@@ -120,10 +120,12 @@ class ChainSampler(Sampler):
             stream=refrng.jax_seed_state(game_seed),
             board_seed=board_seed + 1,
         )
-        return self.update(k_refresh, state, obs)
+        return self.update(k_refresh, state, obs)[0]
 
-    def update(self, key: jax.Array, state: ChainState, obs: Observations) -> ChainState:
-        """Refresh after an observation: repair, burn in, collect thinned samples. Key consumed."""
+    def update(self, key: jax.Array, state: ChainState, obs: Observations
+               ) -> tuple[ChainState, BeliefInfo]:
+        """Refresh after an observation: repair, burn in, collect thinned samples. Key consumed.
+        Info: ess the samples (equal weights), acceptance over every MH step of the refresh."""
         state = self._repair(state, obs)
         k_burn, k_collect = jax.random.split(key)
         log_post = self._log_post(state.board, obs)
@@ -135,25 +137,34 @@ class ChainSampler(Sampler):
         nothing = Proposal(ship=jnp.int32(0), candidate=state.board[0], log_post=log_post,
                            has_pool=jnp.bool_(False), log_u=jnp.zeros((), self.log_dtype))
 
-        def run(carry, draws):
-            """`len(draws)` MH steps from a decided chain state to a decided chain state."""
+        def run(carry, accepted, draws):
+            """`len(draws)` MH steps from a decided chain state to a decided chain state;
+            `accepted` counts the accepted moves."""
             # Not unrolled: with the packed tables a step is a few small kernels; unrolling by 5
             # cost 25% and compile time, by 2 it gains nothing.
             def step(c, d):
-                return self._mh_step(d, self._decide(*c), obs, tables), None
-            return self._decide(*lax.scan(step, (carry, nothing), draws)[0])
+                decided, accept = self._decide(c[0], c[1])
+                return (*self._mh_step(d, decided, obs, tables), c[2] + accept), None
+
+            last, proposal, accepted = lax.scan(step, (carry, nothing, accepted), draws)[0]
+            decided, accept = self._decide(last, proposal)
+            return decided, accepted + accept
 
         carry = (state.board, log_post, state.stream)
-        carry = run(carry, self._step_draws(k_burn, self.burn_in, ships))
+        carry, accepted = run(carry, jnp.int32(0), self._step_draws(k_burn, self.burn_in, ships))
 
-        def collect(carry, draws):
-            carry = run(carry, draws)
-            return carry, carry[0]
+        def collect(c, draws):
+            carry, accepted = run(*c, draws)
+            return (carry, accepted), carry[0]
 
         draws = self._step_draws(k_collect, self.n_samples * self.thin, ships)
         draws = jax.tree.map(lambda x: x.reshape((self.n_samples, self.thin)), draws)
-        (board, _, stream), samples = lax.scan(collect, carry, draws)
-        return state.replace(board=board, samples=samples, stream=stream)
+        ((board, _, stream), accepted), samples = lax.scan(collect, (carry, accepted), draws)
+        # The first decision of each run is the empty proposal, never accepted: not a move.
+        moves_made = self.burn_in + self.n_samples * self.thin
+        info = BeliefInfo(ess=jnp.float32(self.n_samples),
+                          acceptance=accepted.astype(jnp.float32) / moves_made)
+        return state.replace(board=board, samples=samples, stream=stream), info
 
     def weighted_particles(self, state: ChainState) -> tuple[chex.Array, chex.Array]:
         """`[N, S]` samples and `[N]` equal weights."""
@@ -247,7 +258,8 @@ class ChainSampler(Sampler):
                                                    draws.log_u)
 
     def _decide(self, carry, proposal: Proposal):
-        """The Metropolis acceptance of `proposal`: the decided (board, log_post, stream)."""
+        """The Metropolis acceptance of `proposal`: ((board, log_post, stream) decided, `[]`
+        int32 1 if it was accepted)."""
         board, log_post, stream = carry
         finite_new = jnp.isfinite(proposal.log_post)
         finite_cur = jnp.isfinite(log_post)
@@ -265,4 +277,4 @@ class ChainSampler(Sampler):
         ship = proposal.ship
         board = board.at[ship].set(jnp.where(accept, proposal.candidate, board[ship]))
         log_post = jnp.where(accept, proposal.log_post, log_post)
-        return board, log_post, stream
+        return (board, log_post, stream), accept.astype(jnp.int32)

@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 
 from bsjax.battleship.belief import constraints, moves
-from bsjax.battleship.belief.base import Sampler
+from bsjax.battleship.belief.base import BeliefInfo, Sampler, kish_ess
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import bitboard, refrng
 from bsjax.battleship.game import spans as spans_lib
@@ -93,10 +93,15 @@ class ImportanceSampler(Sampler):
         del game_seed
         return self._draw(key, obs)
 
-    def update(self, key: jax.Array, state: ImportanceState, obs: Observations) -> ImportanceState:
-        """A FRESH particle set for `obs` (`state` is ignored). The key is consumed."""
+    def update(self, key: jax.Array, state: ImportanceState, obs: Observations
+               ) -> tuple[ImportanceState, BeliefInfo]:
+        """A FRESH particle set for `obs` (`state` is ignored). The key is consumed. Info: the
+        ESS of the new weights, the fraction of valid draws (as `acceptance`)."""
         del state
-        return self._draw(key, obs)
+        fresh = self._draw(key, obs)
+        return fresh, BeliefInfo(
+            ess=kish_ess(normalised_weights(fresh.log_weights, fresh.valid)),
+            acceptance=jnp.mean(fresh.valid.astype(jnp.float32)))
 
     def weighted_particles(self, state: ImportanceState) -> tuple[chex.Array, chex.Array]:
         """`[P, S]` int32 spans and `[P]` float32 normalised weights (zeros if none is valid)."""

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from bsjax.battleship.belief import constraints, moves
-from bsjax.battleship.belief.base import Sampler
+from bsjax.battleship.belief.base import BeliefInfo, Sampler
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import bitboard, refrng
 from bsjax.battleship.game import rules as rules_lib
@@ -113,24 +113,27 @@ class ParticleSampler(Sampler):
         zeros = jnp.zeros(self.n_particles, jnp.float32)
         no_evidence = rules_lib.empty_observations(self.config, obs.ship_lengths)
         state = ParticleState(spans=spans, log_weights=zeros, log_target=zeros)
-        state = self._rejuvenate(k_prior, state, no_evidence,
-                                 constraints.answer_evidence(self.config, no_evidence),
-                                 self.init_sweeps)
+        state, _ = self._rejuvenate(k_prior, state, no_evidence,
+                                    constraints.answer_evidence(self.config, no_evidence),
+                                    self.init_sweeps)
         evidence = constraints.answer_evidence(self.config, obs)
-        state = self._reweight(k_resample, state, obs, evidence)
-        return self._rejuvenate(k_mh, state, obs, evidence, self.sweeps)
+        state, _ = self._reweight(k_resample, state, obs, evidence)
+        return self._rejuvenate(k_mh, state, obs, evidence, self.sweeps)[0]
 
-    def update(self, key: jax.Array, state: ParticleState, obs: Observations) -> ParticleState:
-        """Reweight by the new evidence, resample if ESS < P/2, rejuvenate. The key is consumed."""
+    def update(self, key: jax.Array, state: ParticleState, obs: Observations
+               ) -> tuple[ParticleState, BeliefInfo]:
+        """Reweight by the new evidence, resample if ESS < P/2, rejuvenate. The key is consumed.
+        Info: the ESS of the reweighted particles, the acceptance of the MH moves."""
         k_resample, k_mh = jax.random.split(key)
         evidence = constraints.answer_evidence(self.config, obs)  # once per observation
-        state = self._reweight(k_resample, state, obs, evidence)
-        return self._rejuvenate(k_mh, state, obs, evidence, self.sweeps)
+        state, ess = self._reweight(k_resample, state, obs, evidence)
+        state, acceptance = self._rejuvenate(k_mh, state, obs, evidence, self.sweeps)
+        return state, BeliefInfo(ess=ess.astype(jnp.float32), acceptance=acceptance)
 
     def _reweight(self, key: jax.Array, state: ParticleState, obs: Observations,
-                  evidence: constraints.AnswerEvidence) -> ParticleState:
+                  evidence: constraints.AnswerEvidence) -> tuple[ParticleState, jax.Array]:
         """Multiply weights by target(obs) / target(previous evidence); resample if ESS < P/2.
-        `evidence` is `constraints.answer_evidence` of `obs`."""
+        `evidence` is `constraints.answer_evidence` of `obs`. Returns (state, `[]` the ESS)."""
         targets = jax.vmap(lambda s: log_target(self.config, s, obs, evidence))(state.spans)
         log_weights = state.log_weights + (targets - state.log_target)
         log_weights = log_weights - jnp.max(log_weights)
@@ -141,7 +144,7 @@ class ParticleSampler(Sampler):
                           jnp.arange(self.n_particles))
         return ParticleState(spans=state.spans[index],
                              log_weights=jnp.where(resample, 0.0, log_weights),
-                             log_target=targets[index])
+                             log_target=targets[index]), ess
 
     def weighted_particles(self, state: ParticleState) -> tuple[chex.Array, chex.Array]:
         return state.spans, jax.nn.softmax(state.log_weights)
@@ -180,8 +183,10 @@ class ParticleSampler(Sampler):
         return spans
 
     def _rejuvenate(self, key: jax.Array, state: ParticleState, obs: Observations,
-                    evidence: constraints.AnswerEvidence, sweeps: int) -> ParticleState:
-        """`sweeps` MH sweeps targeting `obs` (`evidence`: its `constraints.answer_evidence`)."""
+                    evidence: constraints.AnswerEvidence, sweeps: int
+                    ) -> tuple[ParticleState, jax.Array]:
+        """`sweeps` MH sweeps targeting `obs` (`evidence`: its `constraints.answer_evidence`).
+        Returns (state, `[]` float32 the fraction of moves accepted)."""
         n_steps = sweeps * self.config.n_ships
         shape = (n_steps, self.n_particles, 4)
         # Step i moves with `bits(key, shape)[i]`, hashed by step i - 1 into the carry: a loop
@@ -189,14 +194,17 @@ class ParticleSampler(Sampler):
         # every kernel that reads them) and no [steps, G, P, 4] array is built and transposed.
 
         def step(carry, i):
-            spans, target, words = carry
-            spans, target = jax.vmap(lambda s, t, w: self._mh_step(w, s, t, obs, evidence))(
-                spans, target, words)
-            return (spans, target, fastpath.bits_row(key, shape, i + 1)), None
+            spans, target, words, accepted = carry
+            spans, target, accept = jax.vmap(
+                lambda s, t, w: self._mh_step(w, s, t, obs, evidence))(spans, target, words)
+            return (spans, target, fastpath.bits_row(key, shape, i + 1),
+                    accepted + accept), None
 
-        carry = (state.spans, state.log_target, fastpath.bits_row(key, shape, 0))
-        (spans, target, _), _ = lax.scan(step, carry, jnp.arange(n_steps))
-        return state.replace(spans=spans, log_target=target)
+        carry = (state.spans, state.log_target, fastpath.bits_row(key, shape, 0),
+                 jnp.zeros(self.n_particles, jnp.int32))
+        (spans, target, _, accepted), _ = lax.scan(step, carry, jnp.arange(n_steps))
+        acceptance = jnp.sum(accepted).astype(jnp.float32) / (n_steps * self.n_particles)
+        return state.replace(spans=spans, log_target=target), acceptance
 
     def _mh_step(self, words, spans, target, obs, evidence):
         """One single-ship Metropolis move of one particle. `words`: `[4]` uint32 randomness;
@@ -234,4 +242,5 @@ class ParticleSampler(Sampler):
         new_target = log_target(cfg, proposal, obs, evidence)
         u = refrng.u32_to_unit_float(words[3], jnp.float32)
         accept = valid & (jnp.log(jnp.maximum(u, 1e-30)) < new_target - target)
-        return jnp.where(accept, proposal, spans), jnp.where(accept, new_target, target)
+        return (jnp.where(accept, proposal, spans), jnp.where(accept, new_target, target),
+                accept.astype(jnp.int32))

@@ -23,6 +23,7 @@ from bsjax.battleship import belief as belief_lib
 from bsjax.battleship.config import GameConfig, protocol
 from bsjax.battleship.game import suites
 from bsjax.battleship.game.suites import BoardError
+from bsjax.battleship.harness import events as events_lib
 from bsjax.battleship.harness import llm_setup, memory, rundir, summaries
 from bsjax.battleship.harness.loop import BatchRunner, GameSpec, Player
 from bsjax.battleship.harness.summaries import summarize_llm_events
@@ -64,6 +65,7 @@ class RunConfig:
     llm_format: str = "schema"         # schema (per-call JSON Schema) | free (published call)
     devices: int | None = None         # local devices to shard games over (None: all)
     verbose: bool = False              # llama.cpp's own log lines
+    events: str = "auto"               # turn events: jsonl | parquet | auto (parquet past 2,000 games)
 
     @property
     def suite_name(self) -> str:
@@ -115,6 +117,9 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
                          f"not {cfg.agent!r}: an LLM revision may choose any preset")
     if cfg.revision not in ("on", "off"):
         raise UsageError(f"--revision must be on or off (got {cfg.revision!r})")
+    if cfg.events not in events_lib.FORMATS:
+        raise UsageError(f"--events must be one of {', '.join(events_lib.FORMATS)} "
+                         f"(got {cfg.events!r})")
     if cfg.variant not in ("paper", "improved"):
         raise UsageError(f"--variant must be paper or improved (got {cfg.variant!r})")
     llm_setup.validate_llm(cfg)
@@ -193,7 +198,7 @@ def run_params(cfg: RunConfig, player: Player):
 def structure_identity(cfg: RunConfig) -> tuple:
     """A run's config without its params: runs with equal identities play the same games with
     one compiled program (a group, `run_group`)."""
-    skip = set(PARAM_FIELDS) | {"verbose"}
+    skip = set(PARAM_FIELDS) | {"verbose", "events"}
     return tuple((k, v) for k, v in sorted(dataclasses.asdict(cfg).items()) if k not in skip)
 
 
@@ -262,7 +267,7 @@ def _prepare_local_dir(out: Path, cfg: RunConfig, resume: bool) -> list[dict]:
 
 # Fields that change how games are batched or placed, never their results: a run may resume
 # with other values.
-PLACEMENT_FIELDS = ("devices", "batch_size", "verbose")
+PLACEMENT_FIELDS = ("devices", "batch_size", "verbose", "events")
 
 
 # The LLM settings decide results only for agents that call an LLM.
@@ -303,6 +308,7 @@ class _RunPlan:
     games: list[GameSpec]
     done_rows: list[dict]
     todo: list[GameSpec]
+    columnar: bool = False   # turn events as Parquet parts (`harness.events`)
     played: int = 0
     play_seconds: float = 0.0
     wall_seconds: float = 0.0
@@ -346,6 +352,7 @@ def run_group(cfgs: list[RunConfig], outs: list[Path], resume: bool = False,
                  "created": datetime.datetime.now().isoformat(timespec="seconds"),
                  "games": len(plan.games)}, indent=2))
         rundir.rewrite_clean(plan.out, plan.done_rows)
+        plan.columnar = events_lib.is_columnar(plan.out, plan.cfg.events, len(plan.games))
 
     first = cfgs[0]
     start = time.perf_counter()
@@ -384,13 +391,12 @@ def run_group(cfgs: list[RunConfig], outs: list[Path], resume: bool = False,
                 mine = [k for k, (j, _) in enumerate(chunk) if j == i]
                 if not mine:
                     continue
-                rows, events = rundir.game_rows(plan.cfg, _sampler_name(plan.cfg),
-                                                [chunk[k][1] for k in mine], result.select(mine))
+                mine_games, mine_result = [chunk[k][1] for k in mine], result.select(mine)
+                rows = rundir.game_rows(plan.cfg, _sampler_name(plan.cfg), mine_games,
+                                        mine_result)
                 for row in rows:
                     row["wall_seconds"] = round(wall, 4)
-                # Events first: a game counts as done only once its row is written after them.
-                rundir.append_jsonl(plan.out / "events.jsonl", events)
-                rundir.append_jsonl(plan.out / "games.jsonl", rows)
+                rundir.write_batch(plan.out, plan.columnar, rows, mine_games, mine_result)
                 plan.done_rows.extend(rows)
                 plan.played += len(mine)
                 plan.play_seconds += result.seconds * len(mine) / len(chunk)

@@ -76,11 +76,13 @@ class Player:
         k_env, k_belief = keys
         env = self.env
         new_state, outcome = env.step(k_env, state, action)
+        diagnostics = {}
         if self.sampler is not None:
-            updated = self.sampler.update(k_belief, belief, new_state.obs)
+            updated, info = self.sampler.update(k_belief, belief, new_state.obs)
             # No refresh is needed once the game is over; keep the old belief then.
             belief = jax.tree.map(lambda new, old: jnp.where(new_state.done, old, new),
                                   updated, belief)
+            diagnostics = {"ess": info.ess, "acceptance": info.acceptance}
         # The reflective runtime's after-turn step (the identity for other agents).
         new_agent_state = self.agent.observe(params, env.observe(new_state), self.sampler,
                                              belief, new_agent_state, outcome, new_state.done)
@@ -88,6 +90,7 @@ class Player:
                                    new_agent_state, agent_state)
         extras = dict(self.agent.trace(agent_state))
         llm_request = extras.pop("llm_request", jnp.bool_(False))
+        extras.update(diagnostics)  # the belief's ESS and MH acceptance of this update
         record = TurnRecord(active=~state.done, kind=action.kind, cell=action.cell,
                             question_id=action.question_id, outcome=outcome,
                             hit_probability=jnp.asarray(p_choice, jnp.float32),

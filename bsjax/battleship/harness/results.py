@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from bsjax.battleship.harness import events as events_lib
 from bsjax.core import files, stats
 
 GAME_FIELDS = ("f1", "won", "shots", "hits", "questions", "turns", "llm_calls", "fallbacks")
@@ -141,15 +142,6 @@ class Run:
     events: Any
 
 
-def _read_events(part: Path):
-    """A run part's events: its columnar files when it has them, else its JSON lines."""
-    import pandas as pd
-    columnar = sorted((part / "events").glob("*.parquet")) if (part / "events").is_dir() else []
-    if columnar:
-        return pd.concat([pd.read_parquet(p) for p in columnar], ignore_index=True)
-    return pd.DataFrame(files.read_run_jsonl(part, "events.jsonl"))
-
-
 def _load_one(path: Path) -> Run:
     import pandas as pd
     parts = files.run_parts(path)
@@ -159,7 +151,7 @@ def _load_one(path: Path) -> Run:
     summary_path = path / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
     games = pd.DataFrame(files.read_run_jsonl(path, "games.jsonl", stop_at_torn=True))
-    events = pd.concat([_read_events(p) for p in parts], ignore_index=True)
+    events = pd.DataFrame(events_lib.read_events(path))
     return Run(path, run.get("config", {}), summary, games, events)
 
 

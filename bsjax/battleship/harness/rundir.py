@@ -9,8 +9,7 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
-
+from bsjax.battleship.harness import events as events_lib
 from bsjax.core.files import read_jsonl
 
 
@@ -29,27 +28,18 @@ def rewrite_clean(out: Path, rows: list[dict]) -> None:
     games = out / "games.jsonl"
     if games.exists():
         games.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = {(r["board"], r["seed"]) for r in rows}
     events = out / "events.jsonl"
     if events.exists():
-        done = {(r["board"], r["seed"]) for r in rows}
         kept = [e for e in read_jsonl(events) if (e["board"], e["seed"]) in done]
         events.write_text("".join(json.dumps(e) + "\n" for e in kept))
+    events_lib.keep_games(out, done)
 
 
-def _plain(value):
-    """A JSON-ready Python scalar."""
-    value = np.asarray(value)
-    if value.dtype == bool:
-        return bool(value)
-    if np.issubdtype(value.dtype, np.integer):
-        return int(value)
-    return round(float(value), 6)
-
-
-def game_rows(cfg, sampler: str | None, games: list, result) -> tuple[list[dict], list[dict]]:
-    """The `games.jsonl` rows and `events.jsonl` events of a batch's `games` (`result`: their
-    `loop.BatchResult`), for a run of `cfg` (a `RunConfig`) with belief `sampler`."""
-    rows, events = [], []
+def game_rows(cfg, sampler: str | None, games: list, result) -> list[dict]:
+    """The `games.jsonl` rows of a batch's `games` (`result`: their `loop.BatchResult`), for a
+    run of `cfg` (a `RunConfig`) with belief `sampler`."""
+    rows = []
     for i, g in enumerate(games):
         cells = int(result.ship_cells[i])
         shots, hits = int(result.shots[i]), int(result.hits[i])
@@ -63,28 +53,21 @@ def game_rows(cfg, sampler: str | None, games: list, result) -> tuple[list[dict]
             "llm_calls": int(result.llm_calls[i]) if result.llm_calls is not None else 0,
             "fallbacks": int(result.fallbacks[i]) if result.fallbacks is not None else 0,
         })
-        rec = result.records
-        for t in range(rec["active"].shape[0]):
-            if not rec["active"][t, i]:
-                continue
-            events.append({
-                "board": g.board_id, "seed": g.seed_index, "turn": t,
-                "kind": "question" if rec["kind"][t, i] == 1 else "shot",
-                "cell": int(rec["cell"][t, i]), "question_id": int(rec["question_id"][t, i]),
-                "outcome": bool(rec["outcome"][t, i]),
-                "p": round(float(rec["hit_probability"][t, i]), 6),
-                "llm": bool(rec["llm_request"][t, i]),
-                **{name: _plain(value[t, i]) for name, value in rec["extras"].items()},
-            })
-    for e in result.llm_events:
-        g = games[e.game]
-        events.append({"board": g.board_id, "seed": g.seed_index, "turn": int(e.turn) - 1,
-                       "kind": "llm", "ok": e.ok, "reason": e.reason,
-                       "latency": round(e.latency, 4), "detail": e.kind, "source": e.source,
-                       "cached": e.cached, "tokens_in": e.tokens_in, "tokens_out": e.tokens_out,
-                       "backend_s": round(e.backend_s, 4)})
-    return rows, events
+    return rows
 
 
+def write_batch(out: Path, columnar: bool, rows: list[dict], games: list, result) -> None:
+    """A finished batch's events (JSON lines, or a Parquet part and the LLM calls' lines),
+    then its game rows: a game counts as done only once its row is written after them."""
+    turns = events_lib.turn_columns(games, result)
+    llm = events_lib.llm_dicts(games, result)
+    if columnar:
+        events_lib.write_part(out, turns)
+        if llm:
+            append_jsonl(out / "events.jsonl", llm)
+    else:
+        append_jsonl(out / "events.jsonl", events_lib.turn_dicts(turns) + llm)
+    append_jsonl(out / "games.jsonl", rows)
 
-__all__ = ["append_jsonl", "game_rows", "rewrite_clean"]
+
+__all__ = ["append_jsonl", "game_rows", "rewrite_clean", "write_batch"]

@@ -11,6 +11,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from bsjax.battleship.harness import events as events_lib
 from bsjax.battleship.harness import summaries
 from bsjax.battleship.harness.summaries import summarize_llm_events
 from bsjax.core.files import read_run_json, read_run_jsonl, run_parts
@@ -34,7 +35,7 @@ def load(run_dir: str) -> dict:
         raise LensError(f"{run_dir} is not a run directory (no games.jsonl)")
     return {"dir": str(root), "config": read_run_json(root).get("config", {}),
             "games": read_run_jsonl(root, "games.jsonl"),
-            "events": read_run_jsonl(root, "events.jsonl")}
+            "events": events_lib.read_events(root)}
 
 
 def _board_f1(games) -> dict[str, float]:
