@@ -64,6 +64,12 @@ class FakeSampler:
     def weighted_particles(self, belief):
         return belief[1], belief[2]
 
+    def answer_model(self, belief):
+        """The paper protocol's answer model (ε = 0.1, κ = 0.8)."""
+        from bsjax.battleship.belief.base import answer_model
+        from bsjax.battleship.config import PAPER
+        return answer_model(PAPER)
+
 
 def neighbours(cell: int) -> list[int]:
     """The orthogonal neighbours of a cell of the 8x8 board."""

@@ -65,17 +65,41 @@ def test_the_games_are_those_of_bsjax_play_with_the_same_seed(tmp_path):
     assert len(run.events) == int(res.turns.sum()) and run.config["agent"] == "greedy"
 
 
+def _player(name="mra"):
+    from bsjax.battleship.belief.particles import ParticleSampler
+    from bsjax.battleship.harness.player import Player
+    return Player(PAPER, make_agent(name, PAPER), ParticleSampler(PAPER, 32))
+
+
 def test_a_grid_of_two_axes_and_fixed_values():
-    agent = make_agent("mra", PAPER)
-    points, trees = params_lib.grid(agent, {"tau": [0.6, 0.8], "cooldown": [1, 3],
-                                            "revision": "on", "presets": "coarse_roi_collapse"})
+    player = _player()
+    points, trees = params_lib.grid(player, {"tau": [0.6, 0.8], "cooldown": [1, 3],
+                                             "revision": "on", "presets": "coarse_roi_collapse"})
     assert points == [{"tau": 0.6, "cooldown": 1}, {"tau": 0.6, "cooldown": 3},
                       {"tau": 0.8, "cooldown": 1}, {"tau": 0.8, "cooldown": 3}]
-    assert [float(t.tau) for t in trees] == pytest.approx([0.6, 0.6, 0.8, 0.8])
-    assert all(t.presets.tolist() == [True, False, False] for t in trees)
-    nested = params_lib.with_values(agent, {"policy.budgets": [4, 2, 4], "coarse": [0.1, 0, 0]})
-    assert nested.policy.budgets.tolist() == [4, 2, 4]
-    assert nested.scoring["coarse"].tolist() == pytest.approx([0.1, 0.0, 0.0])
+    assert [float(t.agent.tau) for t in trees] == pytest.approx([0.6, 0.6, 0.8, 0.8])
+    assert all(t.agent.presets.tolist() == [True, False, False] for t in trees)
+    nested = params_lib.with_values(player, {"policy.budgets": [4, 2, 4], "coarse": [0.1, 0, 0]})
+    assert nested.agent.policy.budgets.tolist() == [4, 2, 4]
+    assert nested.agent.scoring["coarse"].tolist() == pytest.approx([0.1, 0.0, 0.0])
+
+
+def test_the_answer_model_is_set_by_its_noise_and_tempering():
+    """`answer_noise` and `evidence_scale` recompute every leaf as the protocol computes them."""
+    import dataclasses as dc
+    player = _player("greedy")
+    default = params_lib.with_values(player, {})
+    assert float(default.answers.match) == pytest.approx(0.82)       # 0.5 + (0.9 - 0.5) 0.8
+    noisy = params_lib.with_values(player, {"answer_noise": 0.2, "evidence_scale": 1.0})
+    match, mismatch = dc.replace(PAPER, epsilon=0.2, evidence_scale=1.0).answer_likelihood()
+    assert float(noisy.answers.match) == np.float32(match) == np.float32(0.8)
+    assert float(noisy.answers.gap) == np.float32(match - mismatch)
+    assert float(noisy.answers.log_mismatch) == np.float32(np.log(mismatch))
+    with pytest.raises(ValueError, match=r"answer_noise must lie in \[0, 1\]"):
+        params_lib.with_values(player, {"answer_noise": 2.0})
+    res = bsjax.play("greedy", params={"answer_noise": [0.05, 0.2]}, **SMALL)
+    assert res.f1.shape == (2, 4) and res.points == [{"answer_noise": 0.05},
+                                                     {"answer_noise": 0.2}]
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -93,8 +117,11 @@ def test_bad_params_are_refused_before_anything_plays(spec, message):
 
 
 def test_an_agent_without_params_says_so():
-    with pytest.raises(UsageError, match=r"'greedy' has no param 'tau' \(its params: none\)"):
+    with pytest.raises(UsageError, match=r"'greedy' has no param 'tau' \(its params: "
+                                         r"answer_noise, evidence_scale\)"):
         bsjax.play("greedy", params={"tau": 0.5}, **SMALL)
+    with pytest.raises(UsageError, match=r"'random' has no param 'tau' \(its params: none\)"):
+        bsjax.play("random", params={"tau": 0.5}, **SMALL)
 
 
 def test_given_truths_are_played_and_checked():
@@ -200,7 +227,7 @@ def test_params_are_traced_not_compiled_in():
     keys = game_keys(0, seeds, np.zeros(2, int))
     truths = jnp.asarray([g.spans for g in games], jnp.int32)
     for taus, cooldowns in (([0.3, 0.9], [1, 3]), ([0.72, 0.72], [0, 5])):
-        params = [params_lib.with_values(player.agent, {"tau": t, "cooldown": c})
+        params = [params_lib.with_values(player, {"tau": t, "cooldown": c})
                   for t, c in zip(taus, cooldowns)]
         stacked = jax.tree.map(lambda *xs: np.stack(xs), *params)
         play_batch(keys, player, stacked, truths, jnp.asarray(seeds, jnp.int32))

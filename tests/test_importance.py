@@ -126,7 +126,9 @@ def sequential_marginal(config, obs, reorder=True):
 
 @functools.cache
 def jitted(sampler):
-    return jax.jit(lambda k, s, o: sampler.update(k, s, o)[0]), jax.jit(sampler.hit_probability)
+    # A fresh draw for `o` (the state is not read: `init` is `update`'s draw, under the default
+    # answer model).
+    return jax.jit(lambda k, s, o: sampler.init(k, o, 0)), jax.jit(sampler.hit_probability)
 
 
 def sample(sampler, obs, seed=0):

@@ -22,6 +22,7 @@ from support import FakeSampler, bits, neighbours, observe, ref_clusters, tiny
 from bsjax.battleship.agents.bayes import BayesAgent
 from bsjax.battleship.agents.wma import WMAAgent, WMAState
 from bsjax.battleship.belief import exact
+from bsjax.battleship.belief.base import answer_model
 from bsjax.battleship.config import PAPER
 from bsjax.battleship.game import bitboard, questions, rules, suites
 from bsjax.battleship.game import spans as spans_lib
@@ -559,7 +560,7 @@ def _score_questions(spans, weights, p, unknown, hit_cells, hits, coarse_phase):
     parts = sim.particles(PAPER, spans, weights)
     total = jnp.float32(TOTAL)
     turn = scoring.TurnSummary(p, parts, unknown, hit_cells, hits, total, jnp.int32(0),
-                               jnp.float32(0.0))
+                               jnp.float32(0.0), answer_model(PAPER))
     features = scoring.template_features(PAPER, turn, jnp.bool_(coarse_phase))
     return WMA.rule(features, WMA.default_params().scoring)
 

@@ -46,9 +46,10 @@ def _play(agent_name, params, seeds: int):
     with jax.enable_x64(True):
         agent = make_agent(agent_name, PAPER)
         player = Player(PAPER, agent, ChainSampler(PAPER, reference_rng=True), reference_rng=True)
-        defaults = jax.device_get(agent.default_params())
+        defaults = jax.device_get(player.default_params())
         games = game_list(suites.synthetic_suite(), seeds,
-                          params=defaults.replace(**params) if params else defaults)
+                          params=defaults.replace(agent=defaults.agent.replace(**params))
+                          if params else defaults)
         return games, BatchRunner(player, len(games)).play(games, run_seed=0)
 
 

@@ -38,6 +38,8 @@ GAME_FLAGS = (
     ("--presets", str, "MRA: revision presets the gate may apply: all, or kinds such as "
      "coarse_roi_collapse,cluster_closeout_bias (default all)"),
     ("--variant", str, "MRA: paper (faithful) | improved (default paper)"),
+    ("--answer-noise", float, "the belief's modelled answer noise ε in [0, 1] (default: the "
+     "protocol's, 0.1); the spotter's own noise is the protocol's"),
     ("--run-seed", int, "base seed of the JAX keys (default 0)"),
     ("--llm", str, "LLM of mra-llm and lm-only: local (embedded Gemma 3 270M) | ollama | "
      "uniform (a uniformly random legal reply: the null baseline) | none (default local)"),

@@ -171,7 +171,7 @@ def check_sweep_values(param: str, spec) -> None:
     if field is None:
         return
     default = getattr(RunConfig(), param)
-    kind = float if param == "tau" else type(default)
+    kind = float if param in ("tau", "answer_noise") else type(default)
     if kind not in (int, float) or isinstance(default, bool):
         return
     integral = kind is int

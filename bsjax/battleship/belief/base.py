@@ -17,6 +17,51 @@ from bsjax.battleship.types import Observations
 PyTree = Any
 
 
+@chex.dataclass(frozen=True)
+class AnswerModel:
+    """The captain's model of the spotter's answers: the belief's param (traced, so a study can
+    sweep it without recompiling). Every value is computed on the host from (ε, κ) in float64,
+    as the reference does (`GameConfig.answer_likelihood`), then stored.
+
+    Attributes:
+      epsilon: `[]` float32 the modelled flip rate ε (the noisy-channel EIG reads it).
+      evidence_scale: `[]` float32 κ, the tempering of the likelihood (0.8 in the paper).
+      match, mismatch: `[]` float32 L(an answer agrees / disagrees with the board), tempered.
+      gap: `[]` float32 match − mismatch (the look-ahead's reweighting).
+      log_match, log_mismatch: `[]` their logs, floored at ln 1e-10, in the sampler's log dtype
+        (float64 for the bit-exact reference chain).
+    """
+
+    epsilon: chex.Array
+    evidence_scale: chex.Array
+    match: chex.Array
+    mismatch: chex.Array
+    gap: chex.Array
+    log_match: chex.Array
+    log_mismatch: chex.Array
+
+    @property
+    def log_likelihood(self) -> tuple[chex.Array, chex.Array]:
+        return self.log_match, self.log_mismatch
+
+
+def answer_model(config, epsilon: float | None = None, evidence_scale: float | None = None,
+                 log_dtype=jnp.float32) -> AnswerModel:
+    """The `AnswerModel` of ε and κ (the protocol's own where None), for a sampler whose log
+    terms are `log_dtype`."""
+    import dataclasses
+    cfg = dataclasses.replace(
+        config, epsilon=config.epsilon if epsilon is None else float(epsilon),
+        evidence_scale=config.evidence_scale if evidence_scale is None else float(evidence_scale))
+    match, mismatch = cfg.answer_likelihood()
+    log_match, log_mismatch = cfg.log_answer_likelihood()
+    f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+    return AnswerModel(epsilon=f32(cfg.epsilon), evidence_scale=f32(cfg.evidence_scale),
+                       match=f32(match), mismatch=f32(mismatch), gap=f32(match - mismatch),
+                       log_match=jnp.asarray(log_match, log_dtype),
+                       log_mismatch=jnp.asarray(log_mismatch, log_dtype))
+
+
 class BeliefInfo(NamedTuple):
     """What an update says about itself (blackjax's `Info`: beside the state, never in it).
 
@@ -42,14 +87,20 @@ def kish_ess(weights: chex.Array) -> chex.Array:
 class Sampler(Protocol):
     """A posterior over ship placements given a game's observations."""
 
-    def init(self, key: jax.Array, obs: Observations, game_seed: chex.Array) -> PyTree:
-        """The belief at the start of a game (`obs` as dealt, `game_seed` the board's seed)."""
+    def init(self, key: jax.Array, obs: Observations, game_seed: chex.Array,
+             answers: AnswerModel | None = None) -> PyTree:
+        """The belief at the start of a game (`obs` as dealt, `game_seed` the board's seed),
+        conditioning on `answers` (the protocol's answer model by default) from now on."""
         ...
 
     def update(self, key: jax.Array, state: PyTree, obs: Observations
                ) -> tuple[PyTree, BeliefInfo]:
         """(the belief after the observations grew (one more shot or answer), its `BeliefInfo`).
         The key is consumed."""
+        ...
+
+    def answer_model(self, state: PyTree) -> AnswerModel:
+        """The answer model the belief conditions on (set at `init`, carried in the state)."""
         ...
 
     def weighted_particles(self, state: PyTree) -> tuple[chex.Array, chex.Array]:
@@ -61,4 +112,4 @@ class Sampler(Protocol):
         ...
 
 
-__all__ = ["BeliefInfo", "Sampler", "kish_ess"]
+__all__ = ["AnswerModel", "BeliefInfo", "Sampler", "answer_model", "kish_ess"]

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from bsjax.battleship.belief import constraints, generator, moves, repair
-from bsjax.battleship.belief.base import BeliefInfo, Sampler
+from bsjax.battleship.belief.base import AnswerModel, BeliefInfo, Sampler, answer_model
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import refrng
 from bsjax.battleship.game import spans as spans_lib
@@ -71,12 +71,14 @@ class ChainState:
     samples: `[N, S]` int32 stored samples of the last refresh.
     stream: `[]` int32 reference chain PRNG state (unused with JAX keys).
     board_seed: `[]` int32 next `generateBoard` seed for repairs.
+    answers: the `AnswerModel` the chain targets.
     """
 
     board: chex.Array
     samples: chex.Array
     stream: chex.Array
     board_seed: chex.Array
+    answers: AnswerModel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,9 +107,13 @@ class ChainSampler(Sampler):
 
     # ----- public interface -----
 
-    def init(self, key: jax.Array, obs: Observations, game_seed: chex.Array) -> ChainState:
-        """Initial board `generateBoard(gameSeed + 20000)`, then one refresh. The key is consumed."""
+    def init(self, key: jax.Array, obs: Observations, game_seed: chex.Array,
+             answers: AnswerModel | None = None) -> ChainState:
+        """Initial board `generateBoard(gameSeed + 20000)`, then one refresh. The key is consumed.
+        `answers`: the answer model (the protocol's by default; log terms in `log_dtype`)."""
         game_seed = jnp.asarray(game_seed, jnp.int32)
+        if answers is None:
+            answers = answer_model(self.config, log_dtype=self.log_dtype)
         k_board, k_refresh = jax.random.split(key)
         if self.reference_rng:
             board_seed = game_seed + jnp.int32(BOARD_SEED_OFFSET)
@@ -119,6 +125,7 @@ class ChainSampler(Sampler):
             samples=jnp.broadcast_to(board, (self.n_samples, board.shape[0])),
             stream=refrng.jax_seed_state(game_seed),
             board_seed=board_seed + 1,
+            answers=answers,
         )
         return self.update(k_refresh, state, obs)[0]
 
@@ -128,9 +135,10 @@ class ChainSampler(Sampler):
         Info: ess the samples (equal weights), acceptance over every MH step of the refresh."""
         state = self._repair(state, obs)
         k_burn, k_collect = jax.random.split(key)
-        log_post = self._log_post(state.board, obs)
+        log_post = self._log_post(state, obs)
         # The evidence is fixed for the whole refresh: its move tables are built once.
-        tables = moves.move_tables(self.config, state.board, obs, self.log_dtype)
+        tables = moves.move_tables(self.config, state.board, obs, self.log_dtype,
+                                   state.answers.log_likelihood)
 
         ships = state.board.shape[0]
         # Never accepted (no pool): deciding it, as the first step does, changes nothing.
@@ -166,6 +174,9 @@ class ChainSampler(Sampler):
                           acceptance=accepted.astype(jnp.float32) / moves_made)
         return state.replace(board=board, samples=samples, stream=stream), info
 
+    def answer_model(self, state: ChainState) -> AnswerModel:
+        return state.answers
+
     def weighted_particles(self, state: ChainState) -> tuple[chex.Array, chex.Array]:
         """`[N, S]` samples and `[N]` equal weights."""
         n = state.samples.shape[0]
@@ -199,9 +210,11 @@ class ChainSampler(Sampler):
         return StepDraws(ship=refrng.u32_times_int_high(words[:, 0], jnp.int32(ships)),
                          place=words[:, 1], log_u=jnp.log(jnp.maximum(u, _tiny(self.log_dtype))))
 
-    def _log_post(self, board: chex.Array, obs: Observations) -> chex.Array:
-        return constraints.log_posterior(self.config, spans_lib.spans_bits(self.config, board),
-                                         obs, self.log_dtype)
+    def _log_post(self, state: ChainState, obs: Observations) -> chex.Array:
+        """The log-posterior of the state's board under its answer model."""
+        return constraints.log_posterior(self.config,
+                                         spans_lib.spans_bits(self.config, state.board), obs,
+                                         self.log_dtype, likelihood=state.answers.log_likelihood)
 
     def _repair(self, state: ChainState, obs: Observations) -> ChainState:
         """Replace a shot-inconsistent board by the first consistent stored sample, else by the first

@@ -11,6 +11,9 @@ from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.types import Observations
 
 NEG_INF = -jnp.inf
+# (ln L(match), ln L(mismatch)) of an answer model (`belief.base.AnswerModel.log_likelihood`), or
+# None: the protocol's own (`GameConfig.log_answer_likelihood`).
+LogLikelihood = tuple[jnp.ndarray, jnp.ndarray] | None
 # Up to this many questions a placement's answer log-likelihood is read from a `[2**Q]` table of
 # every value the sum can take (256 KiB in float32 at Q = 16); beyond it, summed per placement.
 TABLE_MAX_QUESTIONS = 16
@@ -37,28 +40,36 @@ def shot_consistent(ship_bits: jnp.ndarray, obs: Observations, has_colours: bool
 
 
 def answer_log_likelihood(config: GameConfig, board: jnp.ndarray, obs: Observations,
-                          dtype=jnp.float32) -> jnp.ndarray:
+                          dtype=jnp.float32, likelihood: LogLikelihood = None) -> jnp.ndarray:
     """Sum over recorded answers of ln L(answer matches the board), in answer order.
 
     Args:
       board: `[W]` uint32 occupancy.
+      likelihood: (ln L(match), ln L(mismatch)) of the answer model (`AnswerModel.
+        log_likelihood`); the protocol's by default.
     Returns:
       `[]` log-likelihood of `dtype`.
     """
     truth = bitboard.intersects(obs.question_bits, board[None, :])                   # [Q]
-    return sum_answer_terms(config, truth, obs, dtype)
+    return sum_answer_terms(config, truth, obs, dtype, likelihood)
+
+
+def _log_terms(config: GameConfig, dtype, likelihood) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """(ln L(match), ln L(mismatch)) as `dtype`: the answer model's, or the protocol's."""
+    log_match, log_mismatch = (config.log_answer_likelihood() if likelihood is None
+                               else likelihood)
+    return jnp.asarray(log_match, dtype), jnp.asarray(log_mismatch, dtype)
 
 
 def sum_answer_terms(config: GameConfig, truth: jnp.ndarray, obs: Observations,
-                     dtype=jnp.float32) -> jnp.ndarray:
+                     dtype=jnp.float32, likelihood: LogLikelihood = None) -> jnp.ndarray:
     """`answer_log_likelihood` from `[Q]` bool: whether the board meets each question's region.
 
     The sum is accumulated sequentially (an unrolled chain of adds over the static question
     budget) so that, in float64, it reproduces the reference's left-to-right sum bit for bit.
     """
-    log_match, log_mismatch = config.log_answer_likelihood()
-    terms = jnp.where(truth == obs.answers, jnp.asarray(log_match, dtype),
-                      jnp.asarray(log_mismatch, dtype))
+    log_match, log_mismatch = _log_terms(config, dtype, likelihood)
+    terms = jnp.where(truth == obs.answers, log_match, log_mismatch)
     total = jnp.zeros((), dtype)
     for j in range(config.max_questions):  # static, tiny: keeps the reference summation order
         total = total + jnp.where(j < obs.n_questions, terms[j], jnp.zeros((), dtype))
@@ -88,6 +99,7 @@ class AnswerEvidence:
 
     Attributes:
       question_masks: `[N, Qw]` uint32 `span_question_masks`.
+      terms: `[2]` (ln L(match), ln L(mismatch)) of the answer model, in the sum's dtype.
       answers: `[Qw]` uint32 the recorded answers, packed.
       asked: `[Qw]` uint32 bit j set for the questions asked so far.
       sums: `[2**Q]` the answer log-likelihood of every mismatch pattern (bit j set: the
@@ -96,36 +108,41 @@ class AnswerEvidence:
     """
 
     question_masks: chex.Array
+    terms: chex.Array
     answers: chex.Array
     asked: chex.Array
     sums: chex.Array
 
 
-def answer_sums(config: GameConfig, obs: Observations, dtype=jnp.float32) -> jnp.ndarray:
+def answer_sums(config: GameConfig, obs: Observations, dtype=jnp.float32,
+                likelihood: LogLikelihood = None) -> jnp.ndarray:
     """`[2**Q]`: entry m is `sum_answer_terms` of a placement that mismatches exactly the answers
     in bit pattern m. Built by the same sequential adds in the same order, so every entry equals
     the per-placement sum bit for bit (float32 and float64 alike)."""
-    log_match, log_mismatch = config.log_answer_likelihood()
+    log_match, log_mismatch = _log_terms(config, dtype, likelihood)
     zero = jnp.zeros((), dtype)
-    sums = jnp.zeros((1,), dtype)
-    for j in range(config.max_questions):  # doubles the table: bit j is the j-th answer
-        asked = j < obs.n_questions
-        sums = jnp.concatenate([sums + jnp.where(asked, jnp.asarray(log_match, dtype), zero),
-                                sums + jnp.where(asked, jnp.asarray(log_mismatch, dtype), zero)])
+    pattern = jnp.arange(2 ** config.max_questions, dtype=jnp.int32)
+    sums = jnp.zeros(pattern.shape, dtype)
+    for j in range(config.max_questions):  # the answers in order: bit j is the j-th answer
+        term = jnp.where((pattern >> j) & 1 == 1, log_mismatch, log_match)
+        sums = sums + jnp.where(j < obs.n_questions, term, zero)
     return sums
 
 
 def answer_evidence(config: GameConfig, obs: Observations, dtype=jnp.float32,
-                    table: bool = True) -> AnswerEvidence:
-    """The `AnswerEvidence` of `obs`; `table=False` (static) leaves out the `sums` table, so
-    `placement_log_likelihood` sums the answer terms per placement."""
+                    table: bool = True, likelihood: LogLikelihood = None) -> AnswerEvidence:
+    """The `AnswerEvidence` of `obs` under the answer model's `likelihood` (the protocol's by
+    default); `table=False` (static) leaves out the `sums` table, so `placement_log_likelihood`
+    sums the answer terms per placement."""
     n_questions = config.max_questions
     use_table = table and n_questions <= TABLE_MAX_QUESTIONS
     return AnswerEvidence(
         question_masks=span_question_masks(config, obs),
+        terms=jnp.stack(_log_terms(config, dtype, likelihood)),
         answers=bitboard.pack(obs.answers),
         asked=bitboard.pack(jnp.arange(n_questions) < obs.n_questions),
-        sums=answer_sums(config, obs, dtype) if use_table else jnp.zeros((1,), dtype))
+        sums=(answer_sums(config, obs, dtype, likelihood) if use_table
+              else jnp.zeros((1,), dtype)))
 
 
 def placement_log_likelihood(config: GameConfig, evidence: AnswerEvidence, spans: jnp.ndarray,
@@ -134,14 +151,16 @@ def placement_log_likelihood(config: GameConfig, evidence: AnswerEvidence, spans
     `answer_log_likelihood` of its board, of the dtype of `evidence.sums`."""
     if evidence.sums.shape[0] == 1:  # no table (Q = 0 too: the sum of no terms)
         truth = placement_truth(config, evidence.question_masks, spans)
-        return sum_answer_terms(config, truth, obs, evidence.sums.dtype)
+        return sum_answer_terms(config, truth, obs, evidence.sums.dtype,
+                                (evidence.terms[0], evidence.terms[1]))
     words = bitboard.union(evidence.question_masks[spans], axis=0)                  # [Qw]
     mismatch = (words ^ evidence.answers) & evidence.asked
     return evidence.sums[mismatch[0].astype(jnp.int32)]
 
 
 def log_posterior(config: GameConfig, ship_bits: jnp.ndarray, obs: Observations,
-                  dtype=jnp.float32, log_likelihood: jnp.ndarray | None = None) -> jnp.ndarray:
+                  dtype=jnp.float32, log_likelihood: jnp.ndarray | None = None,
+                  likelihood: LogLikelihood = None) -> jnp.ndarray:
     """Unnormalised log-posterior of a placement `[S, W]`: -inf if it contradicts a shot.
 
     `log_likelihood` (its answer log-likelihood, of `dtype`) may be given when the caller has it
@@ -149,6 +168,6 @@ def log_posterior(config: GameConfig, ship_bits: jnp.ndarray, obs: Observations,
     """
     if log_likelihood is None:
         board = bitboard.union(ship_bits, axis=0)
-        log_likelihood = answer_log_likelihood(config, board, obs, dtype)
+        log_likelihood = answer_log_likelihood(config, board, obs, dtype, likelihood)
     return jnp.where(shot_consistent(ship_bits, obs, config.reveal_colour), log_likelihood,
                      jnp.asarray(NEG_INF, dtype))

@@ -35,7 +35,13 @@ import jax
 import jax.numpy as jnp
 
 from bsjax.battleship.belief import constraints, moves
-from bsjax.battleship.belief.base import BeliefInfo, Sampler, kish_ess
+from bsjax.battleship.belief.base import (
+    AnswerModel,
+    BeliefInfo,
+    Sampler,
+    answer_model,
+    kish_ess,
+)
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import bitboard, refrng
 from bsjax.battleship.game import spans as spans_lib
@@ -51,11 +57,13 @@ class ImportanceState:
         did not place).
       log_weights: `[P]` float32 unnormalised log-weights (answer log-likelihood); -inf if invalid.
       valid: `[P]` bool False for dead-end or hit-uncovering particles (weight 0).
+      answers: the `AnswerModel` of the weights.
     """
 
     spans: chex.Array
     log_weights: chex.Array
     valid: chex.Array
+    answers: AnswerModel
 
 
 def normalised_weights(log_weights: chex.Array, valid: chex.Array) -> chex.Array:
@@ -88,20 +96,25 @@ class ImportanceSampler(Sampler):
 
     # ----- public interface -----
 
-    def init(self, key: jax.Array, obs: Observations, game_seed: chex.Array) -> ImportanceState:
-        """A fresh particle set for `obs`. The key is consumed; `game_seed` is unused."""
+    def init(self, key: jax.Array, obs: Observations, game_seed: chex.Array,
+             answers: AnswerModel | None = None) -> ImportanceState:
+        """A fresh particle set for `obs` weighted by `answers` (the protocol's answer model by
+        default). The key is consumed; `game_seed` is unused."""
         del game_seed
-        return self._draw(key, obs)
+        return self._draw(key, obs, answer_model(self.config) if answers is None else answers)
 
     def update(self, key: jax.Array, state: ImportanceState, obs: Observations
                ) -> tuple[ImportanceState, BeliefInfo]:
-        """A FRESH particle set for `obs` (`state` is ignored). The key is consumed. Info: the
-        ESS of the new weights, the fraction of valid draws (as `acceptance`)."""
-        del state
-        fresh = self._draw(key, obs)
+        """A FRESH particle set for `obs` (only the state's answer model is kept). The key is
+        consumed. Info: the ESS of the new weights, the fraction of valid draws (as
+        `acceptance`)."""
+        fresh = self._draw(key, obs, state.answers)
         return fresh, BeliefInfo(
             ess=kish_ess(normalised_weights(fresh.log_weights, fresh.valid)),
             acceptance=jnp.mean(fresh.valid.astype(jnp.float32)))
+
+    def answer_model(self, state: ImportanceState) -> AnswerModel:
+        return state.answers
 
     def weighted_particles(self, state: ImportanceState) -> tuple[chex.Array, chex.Array]:
         """`[P, S]` int32 spans and `[P]` float32 normalised weights (zeros if none is valid)."""
@@ -184,7 +197,7 @@ class ImportanceSampler(Sampler):
         valid = alive & bitboard.contains(occ, obs.hit_bits)
         return spans, valid
 
-    def _draw(self, key: jax.Array, obs: Observations) -> ImportanceState:
+    def _draw(self, key: jax.Array, obs: Observations, answers: AnswerModel) -> ImportanceState:
         cfg = self.config
         base = self._base_masks(obs)                                              # [S, N]
         hist = self._length_histogram(obs)
@@ -192,10 +205,12 @@ class ImportanceSampler(Sampler):
         words = jax.random.bits(key, (self.n_particles, cfg.n_ships), jnp.uint32)
         spans, valid = jax.vmap(lambda w: self._propose(w, base, order, hist, obs))(words)
         boards = spans_lib.board_bits(cfg, spans)                                 # [P, W]
-        log_lik = jax.vmap(lambda b: constraints.answer_log_likelihood(cfg, b, obs))(boards)
+        log_lik = jax.vmap(lambda b: constraints.answer_log_likelihood(
+            cfg, b, obs, likelihood=answers.log_likelihood))(boards)
         log_weights = jnp.where(valid, log_lik, -jnp.inf).astype(jnp.float32)
         chex.assert_shape(spans, (self.n_particles, cfg.n_ships))
-        return ImportanceState(spans=spans, log_weights=log_weights, valid=valid)
+        return ImportanceState(spans=spans, log_weights=log_weights, valid=valid,
+                               answers=answers)
 
 
 __all__ = ["ImportanceSampler", "ImportanceState", "normalised_weights"]

@@ -69,9 +69,9 @@ class MoveTables(NamedTuple):
 
 
 def move_tables(config: GameConfig, board: jnp.ndarray, obs: Observations,
-                dtype=jnp.float32) -> MoveTables:
+                dtype=jnp.float32, likelihood: constraints.LogLikelihood = None) -> MoveTables:
     """The tables for `obs`; `board` `[S]` gives each ship's length (moves never change it);
-    `dtype` is that of the answer log-likelihoods."""
+    `dtype` is that of the answer log-likelihoods, `likelihood` the answer model's."""
     table = spans_lib.table_for(config)
     span_bits = jnp.asarray(table.bits)                                            # [N, W]
     shot_ok = []
@@ -95,7 +95,8 @@ def move_tables(config: GameConfig, board: jnp.ndarray, obs: Observations,
     # No `[2**Q]` sums table: one placement per step sums its answer terms faster than it reads
     # a table that large (on CPU, XLA splits any kernel holding it across threads).
     return MoveTables(jnp.concatenate(shot_ok), colour_ok,
-                      constraints.answer_evidence(config, obs, dtype, table=False))
+                      constraints.answer_evidence(config, obs, dtype, table=False,
+                                                  likelihood=likelihood))
 
 
 def pool_words(config: GameConfig, tables: MoveTables, board: jnp.ndarray, ship: jnp.ndarray,

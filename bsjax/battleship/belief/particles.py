@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from bsjax.battleship.belief import constraints, moves
-from bsjax.battleship.belief.base import BeliefInfo, Sampler
+from bsjax.battleship.belief.base import AnswerModel, BeliefInfo, Sampler, answer_model
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import bitboard, refrng
 from bsjax.battleship.game import rules as rules_lib
@@ -40,11 +40,13 @@ class ParticleState:
     spans: `[P, S]` int32 particle placements.
     log_weights: `[P]` float32 unnormalised log importance weights.
     log_target: `[P]` float32 each particle's log target under the evidence seen so far.
+    answers: the `AnswerModel` the targets condition on.
     """
 
     spans: chex.Array
     log_weights: chex.Array
     log_target: chex.Array
+    answers: AnswerModel
 
 
 def violations(config: GameConfig, ship_bits: jnp.ndarray, obs: Observations) -> jnp.ndarray:
@@ -61,15 +63,18 @@ def violations(config: GameConfig, ship_bits: jnp.ndarray, obs: Observations) ->
 
 
 def log_target(config: GameConfig, spans: jnp.ndarray, obs: Observations,
-               evidence: constraints.AnswerEvidence | None = None) -> jnp.ndarray:
+               evidence: constraints.AnswerEvidence | None = None,
+               likelihood: constraints.LogLikelihood = None) -> jnp.ndarray:
     """`[]` float32 answer log-likelihood minus PENALTY per violated shot cell.
 
     `evidence` (`constraints.answer_evidence(config, obs)`), when given, reads the answer term
-    from its tables instead of intersecting the board with every question (same value)."""
+    from its tables instead of intersecting the board with every question (same value);
+    `likelihood` is the answer model's (without `evidence`; the protocol's by default)."""
     ship_bits = spans_lib.spans_bits(config, spans)
     if evidence is None:
         board = bitboard.union(ship_bits, axis=0)
-        log_likelihood = constraints.answer_log_likelihood(config, board, obs)
+        log_likelihood = constraints.answer_log_likelihood(config, board, obs,
+                                                           likelihood=likelihood)
     else:
         log_likelihood = constraints.placement_log_likelihood(config, evidence, spans, obs)
     return log_likelihood - PENALTY * violations(config, ship_bits, obs).astype(jnp.float32)
@@ -100,23 +105,25 @@ class ParticleSampler(Sampler):
 
     name = "particles"
 
-    def init(self, key: jax.Array, obs: Observations, game_seed: chex.Array) -> ParticleState:
+    def init(self, key: jax.Array, obs: Observations, game_seed: chex.Array,
+             answers: AnswerModel | None = None) -> ParticleState:
         """Draw P placements from the prior, then weight, resample and move them to `obs`.
 
         The draw ignores the evidence (so the importance weights that follow are exact) and is
         taken to the uniform prior by `init_sweeps` evidence-free MH sweeps. The key is consumed.
+        `answers`: the answer model (the protocol's by default).
         """
         del game_seed
+        answers = answer_model(self.config) if answers is None else answers
         k_place, k_prior, k_resample, k_mh = jax.random.split(key, 4)
         spans = jax.vmap(lambda k: self._sequential_draw(k, obs))(
             jax.random.split(k_place, self.n_particles))
         zeros = jnp.zeros(self.n_particles, jnp.float32)
         no_evidence = rules_lib.empty_observations(self.config, obs.ship_lengths)
-        state = ParticleState(spans=spans, log_weights=zeros, log_target=zeros)
+        state = ParticleState(spans=spans, log_weights=zeros, log_target=zeros, answers=answers)
         state, _ = self._rejuvenate(k_prior, state, no_evidence,
-                                    constraints.answer_evidence(self.config, no_evidence),
-                                    self.init_sweeps)
-        evidence = constraints.answer_evidence(self.config, obs)
+                                    self._evidence(state, no_evidence), self.init_sweeps)
+        evidence = self._evidence(state, obs)
         state, _ = self._reweight(k_resample, state, obs, evidence)
         return self._rejuvenate(k_mh, state, obs, evidence, self.sweeps)[0]
 
@@ -125,7 +132,7 @@ class ParticleSampler(Sampler):
         """Reweight by the new evidence, resample if ESS < P/2, rejuvenate. The key is consumed.
         Info: the ESS of the reweighted particles, the acceptance of the MH moves."""
         k_resample, k_mh = jax.random.split(key)
-        evidence = constraints.answer_evidence(self.config, obs)  # once per observation
+        evidence = self._evidence(state, obs)  # once per observation
         state, ess = self._reweight(k_resample, state, obs, evidence)
         state, acceptance = self._rejuvenate(k_mh, state, obs, evidence, self.sweeps)
         return state, BeliefInfo(ess=ess.astype(jnp.float32), acceptance=acceptance)
@@ -142,9 +149,17 @@ class ParticleSampler(Sampler):
         resample = ess < self.n_particles / 2
         index = jnp.where(resample, systematic_resample(key, log_weights),
                           jnp.arange(self.n_particles))
-        return ParticleState(spans=state.spans[index],
+        return state.replace(spans=state.spans[index],
                              log_weights=jnp.where(resample, 0.0, log_weights),
                              log_target=targets[index]), ess
+
+    def answer_model(self, state: ParticleState) -> AnswerModel:
+        return state.answers
+
+    def _evidence(self, state: ParticleState, obs: Observations) -> constraints.AnswerEvidence:
+        """The answer evidence of `obs` under the state's answer model."""
+        return constraints.answer_evidence(self.config, obs,
+                                           likelihood=state.answers.log_likelihood)
 
     def weighted_particles(self, state: ParticleState) -> tuple[chex.Array, chex.Array]:
         return state.spans, jax.nn.softmax(state.log_weights)

@@ -74,7 +74,8 @@ def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
       seeds: seed indices per board (`first_seed` .. `first_seed + seeds - 1`).
       params: param name -> value, or a list of values (a sweep axis; several lists make a
         grid): names as in `agent.default_params()` (`tau`, `cooldown`, `revision`,
-        `presets`, `policy.budgets`, a scoring rule's own names, ...).
+        `presets`, `policy.budgets`, a scoring rule's own names, ...) and the belief's
+        `answer_noise` (the modelled ε) and `evidence_scale` (κ).
       protocol, suite, sampler, particles, sweeps, rng, run_seed: as `bsjax play`'s flags.
       truths: `[B, S]` span ids of your own boards (named T0000, ...) instead of `boards`.
       rule: a `planning.scoring.ScoringRule` for an agent that scores questions (by name only).
@@ -114,25 +115,25 @@ def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
         if boards != "all" or suite is not None:
             raise UsageError("give truths or boards/suite, not both")
         board_list = _truth_boards(truths, game_config)
-    try:
-        instance = (agents_lib.make_agent(name, game_config, **structure)
-                    if structure is not None else agent)
-        points, trees = params_lib.grid(instance, params)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
-    if getattr(instance, "config", game_config) != game_config:
-        raise UsageError(f"the agent was built for protocol {instance.config.name!r}, not "
-                         f"{protocol!r}")
-
+    if batch_size is not None and (isinstance(batch_size, bool) or batch_size < 1):
+        raise UsageError(f"batch_size must be a positive integer (got {batch_size!r})")
     with experiment.x64_context(cfg):
-        belief = (belief_lib.make_sampler(sampler, game_config, particles, cfg.reference_rng,
-                                          sweeps=sweeps) if instance.needs_belief else None)
-        player = Player(game_config, instance, belief, cfg.reference_rng)
+        try:
+            instance = (agents_lib.make_agent(name, game_config, **structure)
+                        if structure is not None else agent)
+            if getattr(instance, "config", game_config) != game_config:
+                raise ValueError(f"the agent was built for protocol {instance.config.name!r}, "
+                                 f"not {protocol!r}")
+            belief = (belief_lib.make_sampler(sampler, game_config, particles,
+                                              cfg.reference_rng, sweeps=sweeps)
+                      if instance.needs_belief else None)
+            player = Player(game_config, instance, belief, cfg.reference_rng)
+            points, trees = params_lib.grid(player, params)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
         games = experiment.game_list(board_list, seeds, first_seed)
         specs = [dataclasses.replace(g, params=tree) for tree in trees for g in games]
         reviser, captain = llm_setup.make_llm_hosts(cfg, player)
-        if batch_size is not None and (isinstance(batch_size, bool) or batch_size < 1):
-            raise UsageError(f"batch_size must be a positive integer (got {batch_size!r})")
         size = min(batch_size or 512, len(specs) if batch_size else len(games))
         runner = BatchRunner(player, size, reviser, captain, devices=devices)
         bar = GameProgress(label=name) if progress else None

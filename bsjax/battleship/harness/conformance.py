@@ -123,7 +123,7 @@ def check_agent(agent, sampler: str | None = "particles", config: GameConfig = P
       sampler: the belief's sampler name (ignored by agents that need no belief).
       config: the protocol; the games are the first boards of its suite.
       particles: the sampler's particles (small: the check is about the contract, not skill).
-      params: the agent's params for every game (its defaults by default).
+      params: one game's `PlayParams` for every game (the player's defaults by default).
       raise_on_failure: raise `ConformanceError` on the first failed check (else report it).
       seed: the run seed of the games' keys.
 
@@ -140,7 +140,7 @@ def check_agent(agent, sampler: str | None = "particles", config: GameConfig = P
     board_list = suites.suite("synthetic" if config.fleet is not None else "grand", config)
     games = [(b, s) for b in board_list[:boards] for s in range(seeds)]
     n = len(games)
-    one = agent.default_params() if params is None else params
+    one = player.default_params() if params is None else params
     game_params = jax.tree.map(lambda x: jnp.stack([jnp.asarray(x)] * n), one)
     truths = jnp.asarray([b.spans for b, _ in games], jnp.int32)
     game_seeds = jnp.asarray([suites.hash_seed(b.board_id, s) for b, s in games], jnp.int32)

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import jax
-import numpy as np
 
 from bsjax.battleship import agents as agents_lib
 from bsjax.battleship import belief as belief_lib
@@ -25,6 +24,7 @@ from bsjax.battleship.game import suites
 from bsjax.battleship.game.suites import BoardError
 from bsjax.battleship.harness import events as events_lib
 from bsjax.battleship.harness import llm_setup, memory, rundir, summaries
+from bsjax.battleship.harness import params as params_lib
 from bsjax.battleship.harness.loop import BatchRunner, GameSpec, Player
 from bsjax.battleship.harness.summaries import summarize_llm_events
 from bsjax.battleship.runtime import presets as presets_lib
@@ -54,6 +54,7 @@ class RunConfig:
     cooldown: int = 3                  # MRA: turns after a revision before the gate may reopen
     min_delta: float = 0.01            # MRA: δ_min, the preview Δ a revision must beat
     presets: str = "all"               # MRA: the revision presets the gate may apply ("all", a,b)
+    answer_noise: float | None = None  # the belief's modelled answer noise ε (None: the protocol's)
     variant: str = "paper"             # MRA: paper | improved
     run_seed: int = 0
     random_boards: int = 18
@@ -104,6 +105,8 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
         raise UsageError(f"--first-seed must be >= 0 (got {cfg.first_seed})")
     if cfg.tau is not None and not 0.0 <= cfg.tau <= 1.0:
         raise UsageError(f"--tau must lie in [0, 1] (got {cfg.tau})")
+    if cfg.answer_noise is not None and not 0.0 <= cfg.answer_noise <= 1.0:
+        raise UsageError(f"--answer-noise must lie in [0, 1] (got {cfg.answer_noise})")
     if not 0 <= cfg.cooldown <= 100:
         raise UsageError(f"--cooldown must lie in 0..100 (got {cfg.cooldown})")
     if not 0.0 <= cfg.min_delta <= 1.0:
@@ -166,7 +169,7 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
 
 # RunConfig fields that are agent params (traced, not compiled in): runs that differ only in them
 # share one compiled program, and a study plays such rows as one batch (`harness.study`).
-PARAM_FIELDS = ("tau", "revision", "cooldown", "min_delta", "presets")
+PARAM_FIELDS = ("tau", "revision", "cooldown", "min_delta", "presets", "answer_noise")
 
 
 def make_player(cfg: RunConfig, game_config: GameConfig) -> Player:
@@ -182,17 +185,14 @@ def make_player(cfg: RunConfig, game_config: GameConfig) -> Player:
 
 
 def run_params(cfg: RunConfig, player: Player):
-    """One game's agent params under `cfg`: the agent's defaults with the `PARAM_FIELDS` it has
-    (host arrays). Fields an agent has no param for are left to its defaults."""
-    params = jax.device_get(player.default_params())
-    values = {"revision": np.bool_(cfg.revision == "on"), "cooldown": np.int32(cfg.cooldown),
-              "min_delta": np.float32(cfg.min_delta)}
-    if cfg.tau is not None:
-        values["tau"] = np.float32(cfg.tau)
-    if hasattr(params, "presets"):
-        values["presets"] = presets_lib.mask(cfg.presets, player.agent.presets)
-    names = {f for f in values if hasattr(params, f)}
-    return params.replace(**{f: values[f] for f in names}) if names else params
+    """One game's params under `cfg` (host arrays): the defaults with the `PARAM_FIELDS` the
+    player has. A field the agent has no param for (τ for greedy) is left out."""
+    defaults = jax.device_get(player.default_params())
+    values = {"revision": cfg.revision, "cooldown": cfg.cooldown, "min_delta": cfg.min_delta,
+              "presets": cfg.presets, "tau": cfg.tau, "answer_noise": cfg.answer_noise}
+    known = params_lib.names(defaults)
+    return params_lib.with_values(player, {k: v for k, v in values.items()
+                                           if v is not None and k in known}, defaults)
 
 
 def structure_identity(cfg: RunConfig) -> tuple:

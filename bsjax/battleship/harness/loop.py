@@ -263,7 +263,7 @@ class BatchRunner:
             if self.reviser is not None and requests.any():
                 llm_start = time.perf_counter()
                 carries, events = self.reviser.step(
-                    carries, params, requests, np.asarray(turns),
+                    carries, params.agent, requests, np.asarray(turns),
                     self.player.config.max_questions - np.asarray(asked))
                 carries = self._place(carries)  # the host patch may leave the mesh
                 llm_seconds += time.perf_counter() - llm_start

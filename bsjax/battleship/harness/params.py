@@ -1,9 +1,11 @@
-"""Agent params by name: what `bsjax.play(..., params={...})` and the study rows set.
+"""Params by name: what `bsjax.play(..., params={...})` and the study rows set.
 
-An agent's params are a pytree (`agent.default_params()`); a user names a leaf by its field
-(`tau`, `cooldown`, `gamma`, `late_game_turn`), by its dotted path (`policy.budgets`,
-`scoring.coarse`), or, for a scoring rule's own params, by the rule's name for it
-(`split_weight`). A value given as a list is a sweep axis; several lists make a grid.
+One game's params are a `PlayParams` (`player.default_params()`): the agent's pytree and the
+belief's answer model. A user names an agent leaf by its field (`tau`, `cooldown`, `gamma`,
+`late_game_turn`), by its dotted path (`policy.budgets`, `scoring.coarse`), or, for a scoring
+rule's own params, by the rule's name for it (`split_weight`); the answer model by
+`answer_noise` (ε) and `evidence_scale` (κ). A value given as a list is a sweep axis; several
+lists make a grid.
 """
 
 from __future__ import annotations
@@ -98,17 +100,53 @@ def _convert(name: str, value, default, agent) -> np.ndarray:
     return array.astype(default.dtype)
 
 
-def with_values(agent, values: Mapping[str, Any], params=None):
-    """`params` (the agent's defaults by default) with the named leaves set. Raises ValueError
-    for an unknown name or a value that does not fit its leaf."""
-    params = jax.device_get(agent.default_params()) if params is None else params
-    paths = leaf_paths(params)
+# The belief's answer model is set through the two numbers it is computed from (every leaf of
+# `AnswerModel` follows from them): the modelled flip rate ε and the tempering κ.
+ANSWER_NAMES = {"answer_noise": "epsilon", "evidence_scale": "evidence_scale"}
+
+
+def names(params) -> dict[str, tuple[str, ...]]:
+    """Every name a user may give -> its path in one game's `PlayParams`: the agent's leaves
+    (`leaf_paths` of `params.agent`) and, with a belief, `answer_noise` and `evidence_scale`."""
+    out = {name: ("agent", *path) for name, path in leaf_paths(params.agent).items()}
+    if jax.tree.leaves(params.answers):
+        out.update({name: ("answers", field) for name, field in ANSWER_NAMES.items()})
+    return out
+
+
+def _answer_value(name: str, value) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} takes a number in [0, 1] (got {value!r})") from None
+    if not (np.isfinite(number) and 0.0 <= number <= 1.0):
+        raise ValueError(f"{name} must lie in [0, 1] (got {value!r})")
+    return number
+
+
+def with_values(player, values: Mapping[str, Any], params=None):
+    """One game's params (`player.default_params()` by default) with the named values set.
+    `answer_noise` and `evidence_scale` recompute the whole answer model (the protocol's value
+    for the one not given). Raises ValueError for an unknown name or a value that does not fit
+    its leaf."""
+    from bsjax.battleship.belief.base import answer_model
+    params = jax.device_get(player.default_params()) if params is None else params
+    known = names(params)
+    answers = {}
     for name, value in values.items():
-        if name not in paths:
-            known = ", ".join(sorted(paths)) or "none"
-            raise ValueError(f"agent {agent.name!r} has no param {name!r} (its params: {known})")
-        path = paths[name]
-        params = _set(params, path, _convert(name, value, _get(params, path), agent))
+        if name not in known:
+            listed = ", ".join(sorted(known)) or "none"
+            raise ValueError(f"agent {player.agent.name!r} has no param {name!r} "
+                             f"(its params: {listed})")
+        path = known[name]
+        if path[0] == "answers":
+            answers[path[1]] = _answer_value(name, value)
+        else:
+            params = _set(params, path, _convert(name, value, _get(params, path), player.agent))
+    if answers:
+        dtype = np.asarray(params.answers.log_match).dtype
+        params = params.replace(answers=jax.device_get(answer_model(
+            player.config, answers.get("epsilon"), answers.get("evidence_scale"), dtype)))
     return params
 
 
@@ -120,29 +158,30 @@ def _is_axis(name: str, value, default) -> bool:
                                                  and all(isinstance(v, str) for v in value))
 
 
-def grid(agent, spec: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]], list]:
+def grid(player, spec: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]], list]:
     """The points of a params spec: `(points, params)` where `points[r]` names the swept values
-    of point r and `params[r]` is its full params pytree (host arrays). Lists are axes (their
+    of point r and `params[r]` is its full `PlayParams` (host arrays). Lists are axes (their
     product is the grid); other values hold for every point. Raises ValueError."""
     spec = dict(spec or {})
-    defaults = jax.device_get(agent.default_params())
-    paths = leaf_paths(defaults)
+    defaults = jax.device_get(player.default_params())
+    known = names(defaults)
     axes, fixed = {}, {}
     for name, value in spec.items():
-        default = _get(defaults, paths[name]) if name in paths else None
+        default = (0.0 if known.get(name, ("",))[0] == "answers"
+                   else _get(defaults, known[name]) if name in known else None)
         if default is not None and _is_axis(name, value, default):
             if len(value) == 0:
                 raise ValueError(f"{name}: an empty list of values")
             axes[name] = list(value)
         else:
             fixed[name] = value
-    base = with_values(agent, fixed, defaults)
+    with_values(player, fixed, defaults)  # the fixed values are checked once, before the points
     points, trees = [], []
     for combo in itertools.product(*axes.values()) if axes else [()]:
         point = dict(zip(axes, combo))
         points.append(point)
-        trees.append(with_values(agent, point, base))
+        trees.append(with_values(player, {**fixed, **point}, defaults))
     return points, trees
 
 
-__all__ = ["grid", "leaf_paths", "with_values"]
+__all__ = ["ANSWER_NAMES", "grid", "leaf_paths", "names", "with_values"]

@@ -5,25 +5,40 @@ A turn is: observe (`env.Env.observe`) → decide (the agent, from its belief) �
 step (the reflective runtime's reconciliation) → a `TurnRecord`. A finished game is unchanged by
 a turn: the environment returns it as it was, and its belief and agent state are kept.
 
-The agent's params (`agent.default_params()`, a pytree of arrays) are an argument of every
-function here, so the harness vmaps them like games: games with different params (τ, cooldown,
-scoring weights, ...) share one compiled program.
+One game's params (`PlayParams`: the agent's params and the belief's answer model, pytrees of
+arrays) are an argument of every function here, so the harness vmaps them like games: games with
+different params (τ, cooldown, scoring weights, the modelled answer noise, ...) share one
+compiled program.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+import chex
 import jax
 import jax.numpy as jnp
 
 from bsjax.battleship.agents.base import Agent, HostCaptain
-from bsjax.battleship.belief.base import Sampler
+from bsjax.battleship.belief.base import AnswerModel, Sampler, answer_model
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game.env import Env
 from bsjax.battleship.types import GameState, TurnRecord
 
 PyTree = object
+
+
+@chex.dataclass(frozen=True)
+class PlayParams:
+    """One game's params.
+
+    Attributes:
+      agent: the agent's params (`agent.default_params()`; `()` if it has none).
+      answers: the belief's `AnswerModel` (`()` for an agent without a belief).
+    """
+
+    agent: PyTree
+    answers: AnswerModel | tuple
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,19 +54,24 @@ class Player:
     def env(self) -> Env:
         return Env(self.config, self.reference_rng)
 
-    def default_params(self) -> PyTree:
-        """The agent's params at their defaults (one game's; `()` if it has none)."""
-        return self.agent.default_params()
+    def default_params(self) -> PlayParams:
+        """One game's params at their defaults: the agent's, and the protocol's answer model
+        (its log terms in the sampler's dtype: float64 for the bit-exact reference chain)."""
+        answers = ()
+        if self.sampler is not None:
+            answers = answer_model(self.config,
+                                   log_dtype=getattr(self.sampler, "log_dtype", jnp.float32))
+        return PlayParams(agent=self.agent.default_params(), answers=answers)
 
-    def init_one(self, key: jax.Array, params: PyTree, truth_spans: jax.Array,
+    def init_one(self, key: jax.Array, params: PlayParams, truth_spans: jax.Array,
                  game_seed: jax.Array):
         """One game's (GameState, (belief, agent state)). The key is consumed."""
         state = self.env.init(truth_spans, game_seed)
-        belief = (self.sampler.init(key, state.obs, game_seed)
+        belief = (self.sampler.init(key, state.obs, game_seed, params.answers)
                   if self.sampler is not None else jnp.zeros(()))
-        return state, (belief, self.agent.init_state(params))
+        return state, (belief, self.agent.init_state(params.agent))
 
-    def turn_one(self, key: jax.Array, params: PyTree, state: GameState, carry):
+    def turn_one(self, key: jax.Array, params: PlayParams, state: GameState, carry):
         """One turn of one game: decide, act, update the belief. A finished game is unchanged.
 
         `carry` is (belief, agent state). Returns (state, carry, TurnRecord). Key consumed.
@@ -59,12 +79,12 @@ class Player:
         belief, agent_state = carry
         k_act, k_env, k_belief = jax.random.split(key, 3)
         view = self.env.observe(state)
-        action, p_choice, new_agent_state = self.agent.decide(k_act, params, view, self.sampler,
-                                                              belief, agent_state)
+        action, p_choice, new_agent_state = self.agent.decide(k_act, params.agent, view,
+                                                              self.sampler, belief, agent_state)
         return self._advance((k_env, k_belief), params, state, belief, agent_state,
                              new_agent_state, action, p_choice)
 
-    def act_one(self, key: jax.Array, params: PyTree, state: GameState, carry, action):
+    def act_one(self, key: jax.Array, params: PlayParams, state: GameState, carry, action):
         """A turn whose action was chosen on the host (LM-only captain). Key consumed."""
         belief, agent_state = carry
         _, k_env, k_belief = jax.random.split(key, 3)
@@ -84,7 +104,7 @@ class Player:
                                   updated, belief)
             diagnostics = {"ess": info.ess, "acceptance": info.acceptance}
         # The reflective runtime's after-turn step (the identity for other agents).
-        new_agent_state = self.agent.observe(params, env.observe(new_state), self.sampler,
+        new_agent_state = self.agent.observe(params.agent, env.observe(new_state), self.sampler,
                                              belief, new_agent_state, outcome, new_state.done)
         agent_state = jax.tree.map(lambda new, old: jnp.where(state.done, old, new),
                                    new_agent_state, agent_state)
@@ -98,4 +118,4 @@ class Player:
         return new_state, (belief, agent_state), record
 
 
-__all__ = ["Player"]
+__all__ = ["PlayParams", "Player"]

@@ -148,7 +148,7 @@ def parse_values(param: str, spec: str | list) -> list:
         names = ", ".join(n for n in SWEEPABLE if n not in NOT_SWEEPABLE)
         raise UsageError(f"cannot sweep {param!r} (choose from {names})")
     default = getattr(RunConfig(), param)
-    kind = float if param == "tau" else type(default)
+    kind = float if param in ("tau", "answer_noise") else type(default)
     if isinstance(spec, list):
         items = [str(v) for v in spec]
     elif ":" in spec:

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bsjax.battleship.belief.base import AnswerModel
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import bitboard
 from bsjax.battleship.planning import eig, sim
@@ -42,7 +43,8 @@ class TurnSummary(NamedTuple):
 
     Attributes: p `[C]` hit probability; parts the weighted particle set; unknown `[C]` bool the
     legal shots (`View.legal_shots`); hit_cells `[C]` bool; hits and total (ship cells) `[]`
-    float32; best `[]` int32 the argmax cell and best_value its `sim.next` shot value (h + p)/T.
+    float32; best `[]` int32 the argmax cell and best_value its `sim.next` shot value (h + p)/T;
+    answers the belief's `AnswerModel` (the look-ahead reweights by it).
     """
 
     p: jax.Array
@@ -53,6 +55,7 @@ class TurnSummary(NamedTuple):
     total: jax.Array
     best: jax.Array
     best_value: jax.Array
+    answers: AnswerModel
 
 
 def summarize_turn(config: GameConfig, view: View, sampler, belief) -> TurnSummary:
@@ -64,7 +67,8 @@ def summarize_turn(config: GameConfig, view: View, sampler, belief) -> TurnSumma
     total = jnp.sum(view.obs.ship_lengths).astype(jnp.float32)
     best = best_shot(p, unknown)
     return TurnSummary(p, sim.particles(config, *sampler.weighted_particles(belief)), unknown,
-                       hit_cells, hits, total, best, sim.shot_values(p[best], hits, total))
+                       hit_cells, hits, total, best, sim.shot_values(p[best], hits, total),
+                       sampler.answer_model(belief))
 
 
 class QuestionFeatures(NamedTuple):
@@ -88,7 +92,7 @@ class QuestionFeatures(NamedTuple):
         hit clusters, 0 without hits.
       coarse: `[]` bool the coarse phase (no hits yet: the paper's rule weighs questions with
         its coarse weights there, with its salvage weights otherwise).
-      epsilon: float, the captain's answer-noise rate.
+      epsilon: `[]` float32 the captain's modelled answer-noise rate (its `AnswerModel`).
     """
 
     p: jax.Array
@@ -103,7 +107,7 @@ class QuestionFeatures(NamedTuple):
     region_mass: jax.Array
     cluster_relevance: jax.Array
     coarse: jax.Array
-    epsilon: float
+    epsilon: jax.Array
 
 
 def template_features(config: GameConfig, turn: TurnSummary, coarse: jax.Array,
@@ -118,14 +122,14 @@ def template_features(config: GameConfig, turn: TurnSummary, coarse: jax.Array,
         the others get `best_after` 0.
     """
     look = sim.lookahead(config, turn.parts, sim.answers(sim.template_bits(), turn.parts),
-                         turn.unknown, rows=rows)
+                         turn.unknown, rows=rows, model=turn.answers)
     return QuestionFeatures(
         p=turn.p, unknown=turn.unknown, hit_cells=turn.hit_cells, hits=turn.hits,
         total=turn.total, best_value=turn.best_value, p_yes=look.p_yes,
         best_after=look.best_after, raw=sim.raw_question_values(look, turn.hits, turn.total),
         region_mass=sim.region_mass(turn.p, turn.unknown),
         cluster_relevance=sim.cluster_relevance(turn.hit_cells, labels),
-        coarse=jnp.asarray(coarse), epsilon=config.epsilon)
+        coarse=jnp.asarray(coarse), epsilon=turn.answers.epsilon)
 
 
 def region_features(config: GameConfig, turn: TurnSummary, regions: jax.Array,
@@ -133,7 +137,8 @@ def region_features(config: GameConfig, turn: TurnSummary, regions: jax.Array,
     """The features of any `[K, W]` uint32 regions, with their `[K]` p_yes given by the caller
     (the bayes captain sums its own)."""
     cells = bitboard.unpack(regions, config.n_cells)                               # [K, C]
-    look = sim.lookahead(config, turn.parts, sim.answers(regions, turn.parts), turn.unknown)
+    look = sim.lookahead(config, turn.parts, sim.answers(regions, turn.parts), turn.unknown,
+                         model=turn.answers)
     look = look._replace(p_yes=p_yes)
     size = jnp.maximum(jnp.sum(cells, axis=1), 1).astype(jnp.float32)
     mass = cells.astype(jnp.float32) @ jnp.where(turn.unknown, turn.p, 0.0) / size
@@ -143,7 +148,7 @@ def region_features(config: GameConfig, turn: TurnSummary, regions: jax.Array,
         raw=sim.raw_question_values(look, turn.hits, turn.total),
         region_mass=jnp.clip(mass, 0.0, 1.0),
         cluster_relevance=sim.cluster_relevance(turn.hit_cells, regions=cells),
-        coarse=jnp.asarray(coarse), epsilon=config.epsilon)
+        coarse=jnp.asarray(coarse), epsilon=turn.answers.epsilon)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from bsjax.battleship.belief.base import AnswerModel
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import bitboard, questions
 from bsjax.battleship.game import spans as spans_lib
@@ -66,7 +67,7 @@ class Lookahead(NamedTuple):
 
 def lookahead(config: GameConfig, parts: Particles, answer_matrix: jnp.ndarray,
               unknown: jnp.ndarray, tempered: bool = True,
-              rows: np.ndarray | None = None) -> Lookahead:
+              rows: np.ndarray | None = None, model: AnswerModel | None = None) -> Lookahead:
     """Reweight the particles by each answer of each candidate and read the best marginal.
 
     Both answers come from one reweighting: with L(yes | particle) = mismatch + gap · truth and
@@ -80,6 +81,8 @@ def lookahead(config: GameConfig, parts: Particles, answer_matrix: jnp.ndarray,
       unknown: `[C]` bool unshot cells.
       tempered: reweight with the captain's likelihood L(match)/L(mismatch) (the reference's
         §7.3); False splits by the noise-free answer (Grand et al.'s Bayes-D partition).
+      model: the captain's answer model (`AnswerModel`: its match, mismatch and gap); the
+        protocol's by default.
       rows: static indices of the candidates the caller may choose (all by default): only
         they are reweighted, the others get `best_after` 0. p_yes is still summed for all K,
         since the summation order of XLA's matrix-vector product depends on the row count
@@ -87,8 +90,13 @@ def lookahead(config: GameConfig, parts: Particles, answer_matrix: jnp.ndarray,
     Returns:
       Lookahead with `[K]` p_yes and `[K, 2]` best post-answer hit probability.
     """
-    match, mismatch = config.answer_likelihood() if tempered else (1.0, 0.0)
-    gap = match - mismatch
+    if not tempered:
+        match, mismatch, gap = 1.0, 0.0, 1.0
+    elif model is None:
+        match, mismatch = config.answer_likelihood()
+        gap = match - mismatch
+    else:
+        match, mismatch, gap = model.match, model.mismatch, model.gap
     # Two [K, P] arrays, the weights split by the answer, serve all three products: each
     # `x @ ones` is the same dot as `truth @ weights` term by term (w·1 = 1·w exactly), so the
     # values are those of the 0/1 float matrix, with one [K, P] array fewer to write and read.
