@@ -34,7 +34,8 @@ TARGET = ROOT / "docs" / "notebooks"
 SIZES: dict[str, dict[str, str]] = {
     "01_quickstart": {"BSJAX_NOTEBOOK_PARTICLES": "500", "BSJAX_NOTEBOOK_SEEDS": "1",
                       "BSJAX_NOTEBOOK_BOARDS": "all"},
-    "02_scoring_rules": {"BSJAX_NOTEBOOK_PARTICLES": "200", "BSJAX_NOTEBOOK_SEEDS": "1",
+    # at its full size: 540 paired games per rule and the 3-point sweep, all in memory
+    "02_scoring_rules": {"BSJAX_NOTEBOOK_PARTICLES": "500", "BSJAX_NOTEBOOK_SEEDS": "30",
                          "BSJAX_NOTEBOOK_BOARDS": "all"},
     # the `quick` backbone (the smoke profile's is too weak for GILP's gates to help it)
     "03_gilp": {"BSJAX_NOTEBOOK_GILP_TASKS": "10", "BSJAX_NOTEBOOK_SEEDS": "2",
