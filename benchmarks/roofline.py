@@ -33,7 +33,6 @@ import jax
 import jax.numpy as jnp
 
 from bsjax.battleship.belief import constraints
-from bsjax.battleship.game import rules
 from bsjax.battleship.harness import bench, experiment
 from bsjax.core import fastpath
 
@@ -73,7 +72,7 @@ def work_per_game_turn(particles: int, sweeps: int) -> dict:
     sampler = player.sampler
     key = jax.random.key(0)
     truth = jnp.asarray(boards[0].spans, jnp.int32)
-    state = rules.init(game_config, truth, jnp.int32(1))
+    state = player.env.init(truth, jnp.int32(1))
     belief = sampler.init(key, state.obs, jnp.int32(1))
     obs = state.obs
     n_ships = game_config.n_ships
@@ -89,7 +88,8 @@ def work_per_game_turn(particles: int, sweeps: int) -> dict:
     reweight_flops, reweight_bytes = _cost(lambda k, b: sampler._reweight(k, b, obs, evidence),
                                            key, belief)
     decide_flops, decide_bytes = _cost(
-        lambda b: player.agent.decide(key, rules.view(game_config, state), sampler, b, ())[0],
+        lambda b: player.agent.decide(key, player.default_params().agent,
+                                      player.env.observe(state), sampler, b, ())[0],
         belief)
     steps = sweeps * n_ships  # vmapped over the P particles
     return {
