@@ -40,8 +40,63 @@ SWEEP_HEAD = "[experiment]\nkind = 'sweep'\n[base]\nagent = 'random'\n[sweep]\n"
 GAME_ROW = ('{"board": "B01", "seed": 0, "f1": 0.5, "won": false, "turns": 40, "shots": 40, '
             '"hits": 7, "questions": 0}\n')
 
+RUN_JSON = '{"config": {"agent": "random"}, "games": 54}'
+RESUME = PLAY + ["--resume"]
+GRAND_BOARD = str(REPO / "bsjax" / "data" / "grand2025" / "board_B01.txt")
+
 # id: (argv, files written into the test's directory first)
 CASES = {
+    # play --resume into a damaged run directory: refused naming the file, nothing rewritten
+    "resume-run-json-config-list": (RESUME, {"run/run.json": '{"config": [1, 2]}',
+                                             "run/games.jsonl": GAME_ROW}),
+    "resume-run-json-games-text": (RESUME, {"run/run.json": '{"config": {}, "games": "x"}'}),
+    "resume-run-json-binary": (RESUME, {"run/run.json": b"\xff\xfe{"}),
+    "resume-games-number-line": (RESUME, {"run/run.json": RUN_JSON,
+                                          "run/games.jsonl": "42\n" + GAME_ROW}),
+    "resume-games-empty-object": (RESUME, {"run/run.json": RUN_JSON,
+                                           "run/games.jsonl": "{}\n" + GAME_ROW}),
+    "resume-games-binary": (RESUME, {"run/run.json": RUN_JSON,
+                                     "run/games.jsonl": b"\xff\xfe\n" + GAME_ROW.encode()}),
+    "resume-games-torn-middle": (RESUME, {"run/run.json": RUN_JSON,
+                                          "run/games.jsonl": '{"board": "B0\n' + GAME_ROW}),
+    "resume-games-twice": (RESUME, {"run/run.json": RUN_JSON,
+                                    "run/games.jsonl": GAME_ROW + GAME_ROW}),
+    "resume-games-more-than-the-run": (RESUME, {
+        "run/run.json": '{"config": {"agent": "random"}, "games": 1}',
+        "run/games.jsonl": GAME_ROW + GAME_ROW.replace('"seed": 0', '"seed": 1')}),
+    "resume-events-torn-middle": (RESUME, {"run/run.json": RUN_JSON, "run/games.jsonl": GAME_ROW,
+                                           "run/events.jsonl": '{"board"\n{"board": "B01", '
+                                                               '"seed": 0}\n'}),
+    "paper-resume-row-games-damaged": (["paper", "--llm", "none", "--resume", "--out",
+                                        f"{T}/p"], {"p/runs/B1/games.jsonl": "42\n" + GAME_ROW}),
+    "report-games-twice": (["report", f"{T}/s"], {"s/games.jsonl": GAME_ROW + GAME_ROW}),
+    "lens-games-torn-middle": (["lens", f"{T}/s"], {"s/games.jsonl": '{"b\n' + GAME_ROW}),
+    # typos in study files: never the built-in table, never a dropped table
+    "toml-row-singular": ("[[row]]\nid = 'a'\nagent = 'random'\n", None),
+    "toml-base-misspelt": ("[bsae]\nseeds = 1\n" + PAPER_ROW, None),
+    "toml-unknown-table": ("[extra]\nx = 1\n" + PAPER_ROW, None),
+    "toml-experiment-key-misspelt": ("[experiment]\nknd = 'paper'\n" + PAPER_ROW, None),
+    "toml-sweep-key-misspelt": (SWEEP_HEAD + "param = 'tau'\nvalue = '0,1'\n", "sweep"),
+    # contradictory flags: what the run would ignore is refused
+    "play-board-file-and-boards": (PLAY + ["--protocol", "grand", "--board-file", GRAND_BOARD,
+                                           "--boards", "B05"], {}),
+    "play-tau-on-random": (PLAY + ["--tau", "0.5"], {}),
+    "play-revision-on-greedy": (PLAY + ["--agent", "greedy", "--revision", "off"], {}),
+    "play-cooldown-on-wma": (PLAY + ["--agent", "wma", "--cooldown", "1"], {}),
+    "play-variant-on-greedy": (PLAY + ["--agent", "greedy", "--variant", "improved"], {}),
+    "play-particles-on-random": (PLAY + ["--particles", "100"], {}),
+    "play-sweeps-on-chain": (PLAY + ["--agent", "greedy", "--sampler", "chain", "--sweeps",
+                                     "2"], {}),
+    "play-random-boards-on-synthetic": (PLAY + ["--random-boards", "5"], {}),
+    "play-llm-on-greedy": (PLAY + ["--agent", "greedy", "--llm", "uniform"], {}),
+    "play-answer-noise-on-random": (PLAY + ["--answer-noise", "0.2"], {}),
+    "play-answer-noise-out-of-range": (PLAY + ["--agent", "greedy", "--answer-noise", "2"], {}),
+    "play-connect-timeout-without-distributed": (PLAY + ["--connect-timeout", "5"], {}),
+    "play-connect-timeout-zero": (PLAY + ["--distributed", "--connect-timeout", "0"], {}),
+    "sweep-tau-on-greedy": (SWEEP + ["--agent", "greedy", "--param", "tau=0.5,0.7"], {}),
+    "sweep-flag-on-a-row-it-skips": (SWEEP + ["--cooldown", "1", "--param", "seeds=1,2"], {}),
+    "toml-row-tau-on-greedy": ("[[rows]]\nid = 'a'\nagent = 'greedy'\ntau = 0.5\n", None),
+    "bench-tau-on-random": (BENCH + ["--tau", "0.5"], {}),
     # play: counts, empty values, repeated boards, unwritable --out, --distributed
     "play-seeds-0": (PLAY + ["--seeds", "0"], {}),
     "play-seeds-huge": (PLAY + ["--seeds", HUGE], {}),

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
+import threading
 from pathlib import Path
 
 from bsjax.battleship import cli_checks
@@ -77,6 +80,9 @@ def _add_game_args(p: argparse.ArgumentParser, with_out: bool = True,
                        "from the cluster environment or JAX_COORDINATOR_ADDRESS)")
         p.add_argument("--num-processes", type=int, default=None)
         p.add_argument("--process-id", type=int, default=None)
+        p.add_argument("--connect-timeout", type=float, default=None,
+                       help="with --distributed: seconds to wait for every process to connect "
+                       "before giving up with one line (default 120)")
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
 
 
@@ -90,8 +96,9 @@ def _init_distributed(args) -> None:
     """Join a multi-process run (before any JAX computation)."""
     if not getattr(args, "distributed", False):
         if any(getattr(args, f, None) is not None
-               for f in ("coordinator", "num_processes", "process_id")):
-            raise UsageError("--coordinator/--num-processes/--process-id need --distributed")
+               for f in ("coordinator", "num_processes", "process_id", "connect_timeout")):
+            raise UsageError("--coordinator/--num-processes/--process-id/--connect-timeout need "
+                             "--distributed")
         return
     import jax
     if not args.out:
@@ -106,11 +113,30 @@ def _init_distributed(args) -> None:
         if not host.strip() or not port.isdigit() or not 0 < int(port) < 65536:
             raise UsageError(f"--coordinator takes HOST:PORT with a port in 1..65535 "
                              f"(got {args.coordinator!r})")
+    timeout = 120.0 if args.connect_timeout is None else args.connect_timeout
+    if not 0 < timeout <= 3600:
+        raise UsageError(f"--connect-timeout must lie in (0, 3600] seconds (got {timeout})")
+    # JAX aborts the process (a native check failure) when its own wait runs out; a watchdog
+    # ends it first with one line.
+    connected = threading.Event()
+
+    def watchdog() -> None:
+        if not connected.wait(timeout):
+            print(f"bsjax: error: the distributed run did not connect within {timeout:g} s "
+                  f"(coordinator {args.coordinator or 'from the environment'}); every process "
+                  "must start with the same --num-processes and --coordinator",
+                  file=sys.stderr, flush=True)
+            os._exit(2)
+
+    threading.Thread(target=watchdog, daemon=True).start()
     try:
-        jax.distributed.initialize(args.coordinator, args.num_processes, args.process_id)
+        jax.distributed.initialize(args.coordinator, args.num_processes, args.process_id,
+                                   initialization_timeout=int(timeout) + 60)
     except (RuntimeError, ValueError) as err:
         raise UsageError(f"jax.distributed.initialize failed: {str(err).splitlines()[0]}") \
             from None
+    finally:
+        connected.set()
 
 
 def _out_dir(args, prefix: str) -> Path:
@@ -131,6 +157,7 @@ def cmd_play(args) -> int:
     from bsjax.core.progress import GameProgress
     cfg = cli_checks.check_run_config(_run_config(args))
     experiment.validate(cfg)
+    experiment.check_applies(cfg, list(_overrides(args)))
     _init_distributed(args)
     out = _out_dir(args, "play")
     experiment.prepare_out_dir(out, cfg, args.resume)
@@ -204,7 +231,21 @@ def cmd_sweep(args) -> int:
         name = name.strip().replace("-", "_")
         cli_checks.check_sweep_values(name, values)
         study = study_lib.sweep_study(_run_config(args), name, values)
+    _check_flags_apply(args, study)
     return _run_study(args, study, "sweep")
+
+
+def _check_flags_apply(args, study) -> None:
+    """The flags given to a sweep apply to every row's run (`experiment.check_applies`)."""
+    from bsjax.battleship.harness import experiment
+    given = [f for f in _overrides(args) if f != study.param]
+    for row in study.active_rows():
+        try:
+            cfg = row.config(study.base)
+            experiment.validate(cfg)
+        except (UsageError, TypeError):
+            continue  # `study.validate` reports it, naming the row
+        experiment.check_applies(cfg, given)
 
 
 def cmd_report(args) -> int:
@@ -243,8 +284,10 @@ def cmd_boards(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from bsjax.battleship.harness import bench
+    from bsjax.battleship.harness import bench, experiment
     cfg = cli_checks.check_run_config(_run_config(args))
+    experiment.validate(cfg)
+    experiment.check_applies(cfg, list(_overrides(args)))
     try:
         sizes = [int(x) for x in str(args.games).split(",")]
     except ValueError:

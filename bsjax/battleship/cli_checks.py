@@ -13,6 +13,7 @@ import math
 import typing
 from pathlib import Path
 
+from bsjax.battleship.harness import rundir
 from bsjax.battleship.harness.experiment import RunConfig
 from bsjax.core.checks import int_in, nonempty, read_toml, safe_dir_name, unique
 from bsjax.core.errors import UsageError
@@ -114,12 +115,35 @@ def _expect(value, kind, where: str, json_file: bool = False):
     return value
 
 
+# What an experiment file may hold: its tables (spelled as a user writes them) and their keys.
+TOML_TABLES = {"experiment": "[experiment]", "base": "[base]", "rows": "[[rows]]",
+               "sweep": "[sweep]"}
+EXPERIMENT_KEYS = {"kind": "kind", "title": "title", "baseline": "baseline"}
+SWEEP_KEYS = {"param": "param", "values": "values"}
+
+
+def _known(table: dict, allowed: dict[str, str], where: str, what: str) -> None:
+    """Every key of `table` is one of `allowed`; else one line with the nearest valid name (a
+    misspelt `[[rows]]` would otherwise run the built-in table)."""
+    import difflib
+    for key in table:
+        if key not in allowed:
+            near = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.5)
+            hint = f"; did you mean {allowed[near[0]]}?" if near else ""
+            names = ", ".join(allowed.values())
+            raise UsageError(f"{where} unknown {what} {key!r}{hint} (valid: {names})")
+
+
 def check_experiment_file(path) -> None:
     """The shape of an experiment file (`bsjax paper/sweep --config`) before
     `study.load_toml` reads it: tables are tables, row ids strings, sweep values scalars."""
     data = read_toml(path, "--config")
     name = Path(path).name
+    _known(data, TOML_TABLES, f"{name}:", "table")
     meta = _expect(data.get("experiment", {}), dict, f"{name}: [experiment]")
+    _known(meta, EXPERIMENT_KEYS, f"{name}: [experiment]", "key")
+    if isinstance(data.get("sweep", {}), dict):
+        _known(data.get("sweep", {}), SWEEP_KEYS, f"{name}: [sweep]", "key")
     for key in ("kind", "title", "baseline"):
         if key in meta:
             _expect(meta[key], str, f"{name}: [experiment] {key}")
@@ -192,39 +216,11 @@ def check_sweep_values(param: str, spec) -> None:
 
 # --- result files (report, lens, h2h) -----------------------------------------------------------
 
-GAME_FIELDS = {"board": str, "seed": int, "f1": (int, float), "won": (bool, int),
-               "turns": int, "shots": int, "hits": int, "questions": int}
-EVENT_FIELDS = {"board": str, "seed": int}
-
-
 def _read_json(path: Path):
     try:
         return json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise UsageError(f"{path} is not a valid JSON file ({str(err).splitlines()[0]})") from None
-
-
-def _check_rows(path: Path, fields: dict) -> None:
-    """A JSON-lines file: each line an object with `fields` of their types. A line that does not
-    parse is a torn write (the readers skip it), so it passes."""
-    if not path.exists():
-        return
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise UsageError(f"{path} cannot be read ({str(err).splitlines()[0]})") from None
-    for number, line in enumerate(lines, 1):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(row, dict):
-            raise UsageError(f"{path}: line {number} is not a JSON object")
-        for key, kind in fields.items():
-            kinds = kind if isinstance(kind, tuple) else (kind,)
-            value = row.get(key)
-            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-                raise UsageError(f"{path}: line {number} has no valid {key!r}")
 
 
 def check_run_files(path) -> None:
@@ -251,13 +247,11 @@ def check_run_files(path) -> None:
             runs.append(root / "runs" / row["id"])
     for run in runs:
         for part in run_parts(run):
+            games = None
             if (part / "run.json").is_file():
-                meta = _expect(_read_json(part / "run.json"), dict, f"{part / 'run.json'}", True)
-                _expect(meta.get("config", {}), dict, f"{part / 'run.json'}: config", True)
-                if not isinstance(meta.get("games", 0), int) or isinstance(meta.get("games"), bool):
-                    raise UsageError(f"{part / 'run.json'}: games must be an integer")
-            _check_rows(part / "games.jsonl", GAME_FIELDS)
-            _check_rows(part / "events.jsonl", EVENT_FIELDS)
+                games = rundir.read_run_file(part / "run.json").get("games")
+            rundir.read_games(part / "games.jsonl", games or None)
+            rundir.read_rows(part / "events.jsonl", rundir.EVENT_FIELDS)
             _check_parts(part / "events")
 
 
@@ -272,7 +266,7 @@ def _check_parts(folder: Path) -> None:
         except Exception as err:  # pyarrow raises several types for a damaged file
             raise UsageError(f"{path}: not a readable Parquet file "
                              f"({str(err).splitlines()[0][:80]})") from None
-        missing = [name for name in EVENT_FIELDS if name not in names]
+        missing = [name for name in rundir.EVENT_FIELDS if name not in names]
         if missing:
             raise UsageError(f"{path}: no column {missing[0]!r}")
 

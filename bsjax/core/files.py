@@ -1,16 +1,26 @@
-"""Results files on disk: atomic writes, JSON-lines reading and a run directory's parts.
+"""Results files on disk: one writer per directory, atomic writes, JSON-lines reading and a run
+directory's parts.
 
-Shared by both domains' run directories: a writer never leaves half a file behind (write under a
-temporary name, then rename), and a reader treats a torn last line as the interruption it is.
+Shared by both domains' run directories: a writer holds the directory's lock while it writes, a
+writer never leaves half a file behind (write under a temporary name, then rename), and a reader
+treats a torn last line as the interruption it is.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import gzip
 import json
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from bsjax.core.errors import UsageError
+
+LOCK_NAME = ".bsjax.lock"
+_HELD: set[str] = set()  # the lock files this process holds (a lock is reentrant in-process)
 
 
 def write_atomic(path: Path, write: Callable[[Path], None], suffix: str = ".tmp") -> None:
@@ -85,3 +95,49 @@ def read_run_json(run_dir: Path) -> dict:
     if not parts:
         return {}
     return dict(parts[0], games=sum(p.get("games", 0) for p in parts))
+
+
+@contextlib.contextmanager
+def writer_lock(directory: Path, command: str = "bsjax") -> Iterator[Path]:
+    """Hold `directory`'s lock while writing into it: an exclusive `fcntl.flock` on
+    `DIRECTORY/.bsjax.lock`, which holds the writer's pid and command.
+
+    A second writer is refused with `UsageError` naming the holder. The OS releases the lock
+    when its process ends, a crash or `kill -9` included, so a lock file left by a dead process
+    is simply taken over. The file is kept afterwards (removing it could let two writers hold
+    locks on two different files)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / LOCK_NAME
+    key = os.path.realpath(path)
+    if key in _HELD:  # this process already writes here (a study's report after its rows)
+        yield path
+        return
+    handle = open(path, "a+")  # noqa: SIM115 — held for the context's lifetime
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise UsageError(f"{directory} is being written by {holder}; wait for it to finish "
+                             "or choose another --out") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"process {os.getpid()} ({command})")
+        handle.flush()
+        _HELD.add(key)
+        try:
+            yield path
+        finally:
+            _HELD.discard(key)
+    finally:
+        handle.close()  # releases the lock
+
+
+def command_line() -> str:
+    """This process's command, shortened, for a lock's holder line."""
+    if not sys.argv:
+        return "python"
+    return " ".join([os.path.basename(sys.argv[0])] + [a for a in sys.argv[1:2]
+                                                       if not a.startswith("-")])

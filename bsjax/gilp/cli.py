@@ -40,6 +40,16 @@ def cmd_generate(args) -> int:
         raise UsageError(f"{out} already holds task files (use --resume to keep them or a new --out)")
     jobs = [(b, s) for b in benches for s in splits]
     sizes = {(b, s): args.count or gilp_config.SPLIT_SIZES[s] for b, s in jobs}
+    if args.resume:  # a kept split must be the one asked for: never overwritten silently
+        for bench, split in jobs:
+            path = out / f"{bench}_{split}.npz"
+            try:
+                count = generate.load_split(path)[1]["count"] if path.exists() else None
+            except generate.TaskFileError:
+                count = None  # a damaged file is regenerated
+            if count is not None and count != sizes[(bench, split)]:
+                raise UsageError(f"{path} holds {count} tasks, not the {sizes[(bench, split)]} "
+                                 "asked for: resume with the same --count, or use a new --out")
     progress = GameProgress("tasks")
     progress.start(sum(sizes.values()))
     done, written, start = 0, {}, time.perf_counter()

@@ -29,7 +29,7 @@ from bsjax.battleship.harness.loop import BatchRunner, GameSpec, Player
 from bsjax.battleship.harness.summaries import summarize_llm_events
 from bsjax.battleship.runtime import presets as presets_lib
 from bsjax.core.errors import UsageError
-from bsjax.core.files import read_jsonl
+from bsjax.core.files import LOCK_NAME, command_line, read_jsonl, write_text_atomic, writer_lock
 
 SAMPLERS = ("chain", "importance", "particles")
 
@@ -172,6 +172,43 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
 PARAM_FIELDS = ("tau", "revision", "cooldown", "min_delta", "presets", "answer_noise")
 
 
+_AGENT_PARAMS = ("tau", "revision", "cooldown", "min_delta", "presets")
+_BELIEF_FIELDS = ("sampler", "particles", "sweeps", "rng", "answer_noise")
+
+
+def check_applies(cfg: RunConfig, fields: list[str] | None = None) -> None:
+    """Refuse settings the run would ignore: `fields` (by default every field set away from its
+    default) that the agent, its belief, the suite or the board file do not read, so that
+    `run.json` never records something that was not played. Raises UsageError."""
+    defaults = RunConfig()
+    if fields is None:
+        fields = [f.name for f in dataclasses.fields(cfg)
+                  if getattr(cfg, f.name) != getattr(defaults, f.name)]
+    cls = agents_lib.AGENTS[cfg.agent]
+    agent = None
+    for name in fields:
+        flag = "--" + name.replace("_", "-")
+        why = None
+        if name in _AGENT_PARAMS:
+            agent = agent or agents_lib.make_agent(cfg.agent, protocol(cfg.protocol))
+            if not hasattr(agent.default_params(), name):
+                why = f"agent {cfg.agent!r} has no such param"
+        elif name == "variant" and "variant" not in agents_lib.structure_options(cls):
+            why = f"agent {cfg.agent!r} has no variants"
+        elif name in _BELIEF_FIELDS and not cls.needs_belief:
+            why = f"agent {cfg.agent!r} keeps no belief"
+        elif name == "sweeps" and cfg.sampler != "particles":
+            why = f"the {cfg.sampler} sampler makes no sweeps"
+        elif name == "random_boards" and cfg.suite_name != "random":
+            why = f"the suite is {cfg.suite_name!r}, not random"
+        elif name == "boards" and cfg.board_file and cfg.boards != "all":
+            why = "--board-file gives the board"
+        elif name in LLM_FIELDS and llm_setup.uses_llm(cls) is None:
+            why = f"agent {cfg.agent!r} calls no LLM"
+        if why is not None:
+            raise UsageError(f"{flag} does not apply: {why}")
+
+
 def make_player(cfg: RunConfig, game_config: GameConfig) -> Player:
     """The run's static structure: its agent (with its variant, where it has one) and sampler."""
     cls = agents_lib.AGENTS[cfg.agent]
@@ -253,14 +290,12 @@ def _prepare_local_dir(out: Path, cfg: RunConfig, resume: bool) -> list[dict]:
     if run_json.exists():
         if not resume:
             raise UsageError(f"{out} already holds a run: pass --resume or choose another --out")
-        try:
-            previous = json.loads(run_json.read_text()).get("config", {})
-        except (json.JSONDecodeError, AttributeError):
-            raise UsageError(f"{run_json} is not a valid run file; cannot resume") from None
-        if _identity(previous) != _identity(dataclasses.asdict(cfg)):
+        meta = rundir.read_run_file(run_json)
+        if _identity(meta.get("config", {})) != _identity(dataclasses.asdict(cfg)):
             raise UsageError(f"{out} holds a run with a different configuration; cannot resume")
-        return read_jsonl(out / "games.jsonl", stop_at_torn=True)
-    if out.exists() and any(out.iterdir()):
+        rundir.read_rows(out / "events.jsonl", rundir.EVENT_FIELDS)  # damage refused up front
+        return rundir.read_games(out / "games.jsonl", meta.get("games"))
+    if out.exists() and any(p.name != LOCK_NAME for p in out.iterdir()):
         raise UsageError(f"{out} exists and is not a bsjax run directory")
     return []
 
@@ -293,9 +328,12 @@ def _sampler_name(cfg: RunConfig) -> str | None:
 def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
     """Play every game of `cfg`, writing results to `out`. Returns the summary dict.
 
-    Validation happens before anything is written; an interrupted run resumes from games.jsonl
-    without losing or repeating games.
+    Validation happens before anything is written (a setting the run would ignore is refused:
+    `check_applies`); an interrupted run resumes from games.jsonl without losing or repeating
+    games.
     """
+    validate(cfg)
+    check_applies(cfg)
     return run_group([cfg], [out], resume, progress)[0]
 
 
@@ -340,20 +378,43 @@ def run_group(cfgs: list[RunConfig], outs: list[Path], resume: bool = False,
         game_config, boards = validate(cfg)
         games = local_games(game_list(boards, cfg.seeds, cfg.first_seed))
         out = local_out_dir(out)
-        done_rows = _prepare_local_dir(out, cfg, resume)
-        done_keys = {(r["board"], r["seed"]) for r in done_rows}
-        plans.append(_RunPlan(cfg, out, games, done_rows,
-                              [g for g in games if (g.board_id, g.seed_index) not in done_keys]))
-    for plan in plans:
-        plan.out.mkdir(parents=True, exist_ok=True)
-        if not (plan.out / "run.json").exists():
-            (plan.out / "run.json").write_text(json.dumps(
-                {"config": dataclasses.asdict(plan.cfg), "versions": _versions(),
-                 "created": datetime.datetime.now().isoformat(timespec="seconds"),
-                 "games": len(plan.games)}, indent=2))
-        rundir.rewrite_clean(plan.out, plan.done_rows)
-        plan.columnar = events_lib.is_columnar(plan.out, plan.cfg.events, len(plan.games))
+        _prepare_local_dir(out, cfg, resume)  # refuse before anything is written
+        plans.append(_RunPlan(cfg, out, games, [], []))
+    with contextlib.ExitStack() as locks, _writing(plans):
+        for plan in plans:
+            # One writer per directory; what is done is read again under the lock.
+            locks.enter_context(writer_lock(plan.out, command_line()))
+            plan.done_rows = _prepare_local_dir(plan.out, plan.cfg, resume)
+            done_keys = {(r["board"], r["seed"]) for r in plan.done_rows}
+            plan.todo = [g for g in plan.games if (g.board_id, g.seed_index) not in done_keys]
+            if not (plan.out / "run.json").exists():
+                write_text_atomic(plan.out / "run.json", json.dumps(
+                    {"config": dataclasses.asdict(plan.cfg), "versions": _versions(),
+                     "created": datetime.datetime.now().isoformat(timespec="seconds"),
+                     "games": len(plan.games)}, indent=2))
+            rundir.rewrite_clean(plan.out, plan.done_rows)
+            plan.columnar = events_lib.is_columnar(plan.out, plan.cfg.events, len(plan.games))
+        return _play_group(cfgs, plans, game_config, progress)
 
+
+@contextlib.contextmanager
+def _writing(plans: list[_RunPlan]):
+    """Turn a failed write (a full disk, a lost mount) into one line that says what was kept:
+    the files stay resumable (a game counts only once its row is complete)."""
+    try:
+        yield
+    except OSError as err:
+        kept = sum(len(p.done_rows) for p in plans)
+        total = sum(len(p.games) for p in plans)
+        where = err.filename or ", ".join(str(p.out) for p in plans)
+        raise UsageError(f"cannot write {where}: {err.strerror or err}; the games written before "
+                         f"it are kept (at least {kept} of {total}), and the run resumes with "
+                         "--resume once it can write") from None
+
+
+def _play_group(cfgs: list[RunConfig], plans: list[_RunPlan], game_config: GameConfig,
+                progress) -> list[dict]:
+    """Play the group's games (the directories are locked and clean); returns the summaries."""
     first = cfgs[0]
     start = time.perf_counter()
     compile_seconds = 0.0
@@ -430,5 +491,5 @@ def _finish(plan: _RunPlan, seconds: float, compile_seconds: float) -> dict:
         previous = json.loads((out / "summary.json").read_text())
         summary.update({name: previous[name] for name in
                         ("seconds", "compile_seconds", "games_per_second") if name in previous})
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2))
     return summary

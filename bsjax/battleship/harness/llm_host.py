@@ -78,8 +78,8 @@ class RevisionHost:
         """(Proposal or None, LLMEvent) for one answer."""
         turn = state["turnNumber"]
         if not answer.ok:
-            return None, _event(game, turn, answer, False, "transport", answer.error[:80],
-                                "revision")
+            return None, _event(game, turn, answer, False, answer.fault or "transport",
+                                answer.error[:80], "revision")
         try:
             proposal = revision_lib.parse_reply(answer.text, preview)
         except revision_lib.InvalidReply as err:

@@ -1,6 +1,10 @@
-"""A run directory's files, written as games finish: `games.jsonl` rows appended after their
-`events.jsonl` events (a game counts as done only once its row is written), and the clean-up an
-interrupted run needs before it resumes.
+"""A run directory's files: read strictly, written as games finish.
+
+`games.jsonl` rows are appended after their `events.jsonl` events (a game counts as done only
+once its row is written). An interruption can leave one torn line at the end of a file, which a
+resume drops; anything else that does not read back — a line that is not a row, bytes that are
+not UTF-8, a game written twice, more games than the run has — is damage, and every reader
+(`--resume`, `report`, `lens`, `h2h`) refuses it with one line naming the file and line.
 """
 
 from __future__ import annotations
@@ -10,7 +14,76 @@ import os
 from pathlib import Path
 
 from bsjax.battleship.harness import events as events_lib
-from bsjax.core.files import read_jsonl
+from bsjax.core.errors import UsageError
+
+# The fields a reader relies on, and their types.
+GAME_FIELDS = {"board": str, "seed": int, "f1": (int, float), "won": (bool, int),
+               "turns": int, "shots": int, "hits": int, "questions": int}
+EVENT_FIELDS = {"board": str, "seed": int}
+
+
+def read_rows(path: Path, fields: dict) -> list[dict]:
+    """The rows of a JSON-lines file ([] if it does not exist): each line an object with
+    `fields` of their types. A last line that does not parse is a torn write and is dropped;
+    any other bad line raises `UsageError` naming the file and line."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    try:
+        lines = path.read_bytes().decode("utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{path}: not UTF-8 text (byte {err.start}); the file is damaged") \
+            from None
+    except OSError as err:
+        raise UsageError(f"{path} cannot be read ({err.strerror or err})") from None
+    rows = []
+    for number, line in enumerate(lines, 1):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines):  # a torn last line: the interruption it is
+                break
+            raise UsageError(f"{path}: line {number} is not JSON; the file is damaged") from None
+        if not isinstance(row, dict):
+            raise UsageError(f"{path}: line {number} is not a JSON object")
+        for key, kind in fields.items():
+            kinds = kind if isinstance(kind, tuple) else (kind,)
+            value = row.get(key)
+            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+                raise UsageError(f"{path}: line {number} has no valid {key!r}")
+        rows.append(row)
+    return rows
+
+
+def read_games(path: Path, expected: int | None = None) -> list[dict]:
+    """A run's `games.jsonl` (`read_rows`), refused when a game appears twice or there are more
+    games than the run's `expected` number: two writers or a damaged file."""
+    rows = read_rows(path, GAME_FIELDS)
+    seen = {}
+    for number, row in enumerate(rows, 1):
+        key = (row["board"], row["seed"])
+        if key in seen:
+            raise UsageError(f"{path}: game {key[0]}:{key[1]} appears twice (lines {seen[key]} "
+                             f"and {number}); two processes wrote this run")
+        seen[key] = number
+    if expected is not None and len(rows) > expected:
+        raise UsageError(f"{path}: {len(rows)} games for a run of {expected}")
+    return rows
+
+
+def read_run_file(path: Path) -> dict:
+    """A run's `run.json`: an object whose `config` is an object and `games` an integer."""
+    try:
+        meta = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UsageError(f"{path} is not a valid run file "
+                         f"({str(err).splitlines()[0][:80]})") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("config", {}), dict):
+        raise UsageError(f"{path} is not a valid run file (its config is not an object)")
+    games = meta.get("games", 0)
+    if not isinstance(games, int) or isinstance(games, bool) or games < 0:
+        raise UsageError(f"{path}: games must be a non-negative integer (got {games!r})")
+    return meta
 
 
 def append_jsonl(path: Path, rows: list[dict]) -> None:
@@ -31,7 +104,7 @@ def rewrite_clean(out: Path, rows: list[dict]) -> None:
     done = {(r["board"], r["seed"]) for r in rows}
     events = out / "events.jsonl"
     if events.exists():
-        kept = [e for e in read_jsonl(events) if (e["board"], e["seed"]) in done]
+        kept = [e for e in read_rows(events, EVENT_FIELDS) if (e["board"], e["seed"]) in done]
         events.write_text("".join(json.dumps(e) + "\n" for e in kept))
     events_lib.keep_games(out, done)
 
@@ -70,4 +143,5 @@ def write_batch(out: Path, columnar: bool, rows: list[dict], games: list, result
     append_jsonl(out / "games.jsonl", rows)
 
 
-__all__ = ["append_jsonl", "game_rows", "rewrite_clean", "write_batch"]
+__all__ = ["EVENT_FIELDS", "GAME_FIELDS", "append_jsonl", "game_rows", "read_games", "read_rows",
+           "read_run_file", "rewrite_clean", "write_batch"]

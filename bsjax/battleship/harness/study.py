@@ -25,6 +25,7 @@ Definitions come from code (`paper_study`, `sweep_study`) or from TOML files (`e
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -37,6 +38,7 @@ import jax
 from bsjax.battleship.harness import experiment
 from bsjax.battleship.harness.experiment import RunConfig
 from bsjax.core.errors import UsageError
+from bsjax.core.files import LOCK_NAME, command_line, write_text_atomic, writer_lock
 
 
 @dataclasses.dataclass(frozen=True)
@@ -270,7 +272,10 @@ def validate(study: Study) -> None:
     check_baseline(study)
     for row in study.active_rows():
         try:
-            experiment.validate(row.config(study.base))
+            cfg = row.config(study.base)
+            experiment.validate(cfg)
+            # A row's own settings must apply to its run (a base setting may serve other rows).
+            experiment.check_applies(cfg, [name for name, _ in row.overrides])
         except UsageError as err:
             raise UsageError(f"row {row.id}: {err}") from None
         except TypeError as err:
@@ -292,7 +297,7 @@ def prepare(study: Study, out: Path, resume: bool) -> None:
             raise UsageError(f"{study_json} is not valid JSON; cannot resume") from None
         if _identity(previous) != _identity(study.to_json()):
             raise UsageError(f"{out} holds a study with a different configuration; cannot resume")
-    elif out.exists() and any(out.iterdir()) and not shared:
+    elif out.exists() and any(p.name != LOCK_NAME for p in out.iterdir()) and not shared:
         raise UsageError(f"{out} exists and is not a bsjax study directory")
     for row in study.active_rows():
         experiment.prepare_out_dir(out / "runs" / row.id, row.config(study.base), resume)
@@ -310,13 +315,13 @@ def _write_study_json(study: Study, path: Path) -> None:
     """Write study.json, or on resume bring its baseline up to date: the baseline only shapes the
     report, so a resumed study may change it, and `bsjax report` must then read the new one."""
     if not path.exists():
-        path.write_text(json.dumps(
+        write_text_atomic(path, json.dumps(
             dict(study.to_json(), created=datetime.datetime.now().isoformat(timespec="seconds")),
             indent=2))
         return
     previous = json.loads(path.read_text())
     if previous.get("baseline") != study.baseline:
-        path.write_text(json.dumps(dict(previous, baseline=study.baseline), indent=2))
+        write_text_atomic(path, json.dumps(dict(previous, baseline=study.baseline), indent=2))
 
 
 def row_groups(study: Study) -> list[list[Row]]:
@@ -337,15 +342,18 @@ def run(study: Study, out: Path, resume: bool = False, progress_factory=None) ->
     batch (`row_groups`); returns {row id: summary}."""
     validate(study)
     prepare(study, out, resume)
-    out.mkdir(parents=True, exist_ok=True)
-    if jax.process_index() == 0:
-        _write_study_json(study, out / "study.json")
-    summaries = {}
-    for group in row_groups(study):
-        label = "+".join(row.id for row in group)
-        progress = progress_factory(label) if progress_factory is not None else None
-        results = experiment.run_group([row.config(study.base) for row in group],
-                                       [out / "runs" / row.id for row in group],
-                                       resume=resume, progress=progress)
-        summaries.update({row.id: summary for row, summary in zip(group, results)})
+    # Process 0 writes the study's own files; every process locks its own run directories.
+    lock = (writer_lock(out, command_line()) if jax.process_index() == 0
+            else contextlib.nullcontext())
+    with lock:
+        if jax.process_index() == 0:
+            _write_study_json(study, out / "study.json")
+        summaries = {}
+        for group in row_groups(study):
+            label = "+".join(row.id for row in group)
+            progress = progress_factory(label) if progress_factory is not None else None
+            results = experiment.run_group([row.config(study.base) for row in group],
+                                           [out / "runs" / row.id for row in group],
+                                           resume=resume, progress=progress)
+            summaries.update({row.id: summary for row, summary in zip(group, results)})
     return {row.id: summaries[row.id] for row in study.active_rows()}

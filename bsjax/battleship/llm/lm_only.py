@@ -207,7 +207,8 @@ class LMOnlyCaptain:
         """The action of an answer, or a counted fallback to a random unrevealed cell."""
         unknown = ~(hits | misses)
         if not answer.ok:
-            return Decision(0, self._random_cell(game, unknown), -1, True, "transport")
+            return Decision(0, self._random_cell(game, unknown), -1, True,
+                            answer.fault or "transport")
         parsed = parse_action(reply_action(answer.text), self.case_insensitive)
         if parsed is None:
             return Decision(0, self._random_cell(game, unknown), -1, True, "unparsed")

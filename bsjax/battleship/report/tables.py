@@ -18,7 +18,14 @@ from pathlib import Path
 
 from bsjax.battleship.harness import summaries
 from bsjax.core import stats
-from bsjax.core.files import read_run_json, read_run_jsonl, run_parts
+from bsjax.core.files import (
+    command_line,
+    read_run_json,
+    read_run_jsonl,
+    run_parts,
+    write_text_atomic,
+    writer_lock,
+)
 
 
 class ReportError(ValueError):
@@ -309,25 +316,26 @@ def write(path: str | Path, baseline: str | None = None, paired: str = "baseline
     data = load(root)
     rows = table(data, pairing(data, baseline, paired))
     text = markdown(data, rows)
-    (root / "table.md").write_text(text)
-    (root / "table.csv").write_text(to_csv(data, rows))
-    written = {"table_md": str(root / "table.md"), "table_csv": str(root / "table.csv")}
-    if any(r["games"] for r in rows):
-        if data["kind"] == "sweep":
-            written["sweep_png"] = figures.sweep(data, rows, root / "sweep.png")
-        else:
-            written["win_rate_png"] = figures.win_rate(data, rows, root / "win_rate.png")
-        delta = board_delta_f1(data)
-        if delta:
-            written["board_delta_f1_png"] = figures.board_delta(delta, root /
-                                                                "board_delta_f1.png")
-        if data["protocol"] == "grand" and data["kind"] == "paper":
-            ids, matrix = h2h_matrix(data)
-            (root / "h2h.csv").write_text(
-                "\n".join([",".join(["row_over_column"] + ids)] +
-                          [",".join([a] + ["" if a == b else f"{v:.4f}"
-                                           for b, v in zip(ids, line)])
-                           for a, line in zip(ids, matrix)]) + "\n")
-            written["h2h_csv"] = str(root / "h2h.csv")
-            written["h2h_png"] = figures.h2h(ids, matrix, root / "h2h.png")
+    with writer_lock(root, command_line()):  # one writer: not while a run writes here
+        write_text_atomic(root / "table.md", text)
+        write_text_atomic(root / "table.csv", to_csv(data, rows))
+        written = {"table_md": str(root / "table.md"), "table_csv": str(root / "table.csv")}
+        if any(r["games"] for r in rows):
+            if data["kind"] == "sweep":
+                written["sweep_png"] = figures.sweep(data, rows, root / "sweep.png")
+            else:
+                written["win_rate_png"] = figures.win_rate(data, rows, root / "win_rate.png")
+            delta = board_delta_f1(data)
+            if delta:
+                written["board_delta_f1_png"] = figures.board_delta(delta, root /
+                                                                    "board_delta_f1.png")
+            if data["protocol"] == "grand" and data["kind"] == "paper":
+                ids, matrix = h2h_matrix(data)
+                (root / "h2h.csv").write_text(
+                    "\n".join([",".join(["row_over_column"] + ids)] +
+                              [",".join([a] + ["" if a == b else f"{v:.4f}"
+                                               for b, v in zip(ids, line)])
+                               for a, line in zip(ids, matrix)]) + "\n")
+                written["h2h_csv"] = str(root / "h2h.csv")
+                written["h2h_png"] = figures.h2h(ids, matrix, root / "h2h.png")
     return {"table": rows, "markdown": text, "files": written, "kind": data["kind"]}

@@ -28,7 +28,7 @@ import urllib.parse
 from pathlib import Path
 from typing import NamedTuple
 
-from bsjax.core.errors import LLMError
+from bsjax.core.errors import LLMError, LLMTimeout
 
 BACKENDS = ("local", "ollama", "uniform", "none")
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
@@ -144,7 +144,10 @@ class OllamaBackend(ModelBackend):
                 last = err
             if attempt < self.retries:
                 time.sleep(0.2 * (attempt + 1))
-        raise LLMError(f"{type(last).__name__}: {str(last).splitlines()[0] if str(last) else ''}")
+        message = f"{type(last).__name__}: {str(last).splitlines()[0] if str(last) else ''}"
+        if isinstance(last, TimeoutError) or "Timeout" in type(last).__name__:
+            raise LLMTimeout(message)   # httpx's ReadTimeout and kin, the socket's own
+        raise LLMError(message)
 
 
 def local_model_path() -> Path:

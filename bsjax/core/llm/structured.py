@@ -23,6 +23,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 
+from bsjax.core.errors import LLMTimeout
 from bsjax.core.llm.backends import Completion, LLMError
 from bsjax.core.llm.call_cache import CallCache, approx_tokens
 
@@ -55,7 +56,9 @@ class Answer:
       latency_s: the backend's seconds for the reply (replayed from the cache on a hit).
       seconds: wall seconds of this ask (near 0 for a cache hit).
       cached: the reply came from the call cache.
-      error: "" or the transport error's message.
+      error: "" or what went wrong.
+      fault: "" for a reply; else `timeout` (the backend's timeout ran out), `oversized` (a
+        reply longer than the call's cap, `reply_cap`) or `transport` (any other failure).
     """
 
     text: str | None
@@ -66,6 +69,7 @@ class Answer:
     seconds: float = 0.0
     cached: bool = False
     error: str = ""
+    fault: str = ""
 
     @property
     def ok(self) -> bool:
@@ -75,6 +79,50 @@ class Answer:
         """The cached record of a reply."""
         return {"reply": self.text, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
                 "usage": self.usage, "latency_s": round(self.latency_s, 4)}
+
+
+# A reply may be this many times the longest legal reply under its schema (whitespace, key
+# order), plus a margin; a call without a schema (the published free call) gets FREE_CAP bytes.
+CAP_FACTOR, CAP_MARGIN, FREE_CAP = 4, 1024, 64 * 1024
+
+
+def longest_reply(schema) -> int:
+    """An upper bound on the length in bytes of a compact JSON value `schema` accepts (enums,
+    bounded numbers, booleans, objects of those, arrays up to maxItems); free strings count
+    their maxLength (or 256)."""
+    import json
+    if not isinstance(schema, dict):
+        return 256
+    if "const" in schema:
+        return len(json.dumps(schema["const"]))
+    if "enum" in schema:
+        return max((len(json.dumps(v)) for v in schema["enum"]), default=2)
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return max((longest_reply(b) for b in schema[key]), default=2)
+    kind = schema.get("type")
+    if kind == "object":
+        properties = schema.get("properties", {})
+        return 2 + sum(len(json.dumps(k)) + 2 + longest_reply(v) for k, v in properties.items())
+    if kind == "array":
+        return 2 + int(schema.get("maxItems", 64)) * (longest_reply(schema.get("items", {})) + 2)
+    if kind == "integer":
+        bounds = [schema.get("minimum", -10**18), schema.get("maximum", 10**18)]
+        return max(len(str(int(b))) for b in bounds)
+    if kind == "number":
+        return 32
+    if kind == "boolean":
+        return 5
+    if kind == "string":
+        return 2 + int(schema.get("maxLength", 256)) * 6   # \uXXXX escapes at worst
+    return 256
+
+
+def reply_cap(fmt) -> int:
+    """The largest reply accepted for a call of format `fmt` (a JSON Schema, or none)."""
+    if isinstance(fmt, dict):
+        return CAP_FACTOR * longest_reply(fmt) + CAP_MARGIN
+    return FREE_CAP
 
 
 class LLMClient:
@@ -147,10 +195,16 @@ class LLMClient:
         try:
             answer = self._backend_answer(call)
         except LLMError as err:
-            return Answer(None, seconds=time.perf_counter() - start, error=str(err) or "LLMError")
+            return Answer(None, seconds=time.perf_counter() - start, error=str(err) or "LLMError",
+                          fault="timeout" if isinstance(err, LLMTimeout) else "transport")
         except Exception as err:  # noqa: BLE001 — a misbehaving backend must not crash the run
             return Answer(None, seconds=time.perf_counter() - start,
-                          error=f"{type(err).__name__}: {err}")
+                          error=f"{type(err).__name__}: {err}", fault="transport")
+        cap = reply_cap(call.format)
+        size = len(answer.text.encode("utf-8"))
+        if size > cap:  # never cached, never parsed: a counted fallback
+            return Answer(None, seconds=time.perf_counter() - start, fault="oversized",
+                          error=f"a reply of {size} bytes, over the cap of {cap}")
         if self.cache is not None:
             self.cache.put(key, answer.record())
         return dataclasses.replace(answer, seconds=time.perf_counter() - start)
