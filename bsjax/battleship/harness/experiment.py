@@ -328,12 +328,10 @@ def _sampler_name(cfg: RunConfig) -> str | None:
 def run(cfg: RunConfig, out: Path, resume: bool = False, progress=None) -> dict:
     """Play every game of `cfg`, writing results to `out`. Returns the summary dict.
 
-    Validation happens before anything is written (a setting the run would ignore is refused:
-    `check_applies`); an interrupted run resumes from games.jsonl without losing or repeating
-    games.
+    Validation happens before anything is written; an interrupted run resumes from games.jsonl
+    without losing or repeating games. (The commands also refuse a setting the run would
+    ignore, `check_applies`; from Python a config may carry settings for other agents.)
     """
-    validate(cfg)
-    check_applies(cfg)
     return run_group([cfg], [out], resume, progress)[0]
 
 
