@@ -67,6 +67,10 @@ CASES = {
     "resume-events-torn-middle": (RESUME, {"run/run.json": RUN_JSON, "run/games.jsonl": GAME_ROW,
                                            "run/events.jsonl": '{"board"\n{"board": "B01", '
                                                                '"seed": 0}\n'}),
+    "resume-parquet-part-damaged": (RESUME, {"run/run.json": RUN_JSON, "run/games.jsonl": GAME_ROW,
+                                             "run/events/part-000000.parquet": b"not parquet"}),
+    "report-parquet-part-damaged": (["report", f"{T}/s"], {
+        "s/games.jsonl": GAME_ROW, "s/events/part-000000.parquet": b"PAR1 torn"}),
     "paper-resume-row-games-damaged": (["paper", "--llm", "none", "--resume", "--out",
                                         f"{T}/p"], {"p/runs/B1/games.jsonl": "42\n" + GAME_ROW}),
     "report-games-twice": (["report", f"{T}/s"], {"s/games.jsonl": GAME_ROW + GAME_ROW}),

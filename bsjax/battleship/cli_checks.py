@@ -252,23 +252,7 @@ def check_run_files(path) -> None:
                 games = rundir.read_run_file(part / "run.json").get("games")
             rundir.read_games(part / "games.jsonl", games or None)
             rundir.read_rows(part / "events.jsonl", rundir.EVENT_FIELDS)
-            _check_parts(part / "events")
-
-
-def _check_parts(folder: Path) -> None:
-    """A run's Parquet event parts can be read and name their games (board, seed)."""
-    if not folder.is_dir():
-        return
-    import pyarrow.parquet as pq
-    for path in sorted(folder.glob("part-*.parquet")):
-        try:
-            names = pq.read_schema(path).names
-        except Exception as err:  # pyarrow raises several types for a damaged file
-            raise UsageError(f"{path}: not a readable Parquet file "
-                             f"({str(err).splitlines()[0][:80]})") from None
-        missing = [name for name in rundir.EVENT_FIELDS if name not in names]
-        if missing:
-            raise UsageError(f"{path}: no column {missing[0]!r}")
+            rundir.check_parts(part / "events")
 
 
 __all__ = ["check_experiment_file", "check_run_config", "check_run_files", "check_study",

@@ -294,6 +294,7 @@ def _prepare_local_dir(out: Path, cfg: RunConfig, resume: bool) -> list[dict]:
         if _identity(meta.get("config", {})) != _identity(dataclasses.asdict(cfg)):
             raise UsageError(f"{out} holds a run with a different configuration; cannot resume")
         rundir.read_rows(out / "events.jsonl", rundir.EVENT_FIELDS)  # damage refused up front
+        rundir.check_parts(out / "events")
         return rundir.read_games(out / "games.jsonl", meta.get("games"))
     if out.exists() and any(p.name != LOCK_NAME for p in out.iterdir()):
         raise UsageError(f"{out} exists and is not a bsjax run directory")

@@ -71,6 +71,22 @@ def read_games(path: Path, expected: int | None = None) -> list[dict]:
     return rows
 
 
+def check_parts(folder: Path) -> None:
+    """A run's Parquet event parts can be read and name their games (board, seed)."""
+    if not folder.is_dir():
+        return
+    import pyarrow.parquet as pq
+    for path in sorted(folder.glob("part-*.parquet")):
+        try:
+            names = pq.read_schema(path).names
+        except Exception as err:  # pyarrow raises several types for a damaged file
+            raise UsageError(f"{path}: not a readable Parquet file "
+                             f"({str(err).splitlines()[0][:80]})") from None
+        missing = [name for name in EVENT_FIELDS if name not in names]
+        if missing:
+            raise UsageError(f"{path}: no column {missing[0]!r}")
+
+
 def read_run_file(path: Path) -> dict:
     """A run's `run.json`: an object whose `config` is an object and `games` an integer."""
     try:
@@ -143,5 +159,6 @@ def write_batch(out: Path, columnar: bool, rows: list[dict], games: list, result
     append_jsonl(out / "games.jsonl", rows)
 
 
-__all__ = ["EVENT_FIELDS", "GAME_FIELDS", "append_jsonl", "game_rows", "read_games", "read_rows",
+__all__ = ["EVENT_FIELDS", "GAME_FIELDS", "append_jsonl", "check_parts", "game_rows", "read_games",
+           "read_rows",
            "read_run_file", "rewrite_clean", "write_batch"]
