@@ -67,6 +67,8 @@ CASES = {
     "resume-events-torn-middle": (RESUME, {"run/run.json": RUN_JSON, "run/games.jsonl": GAME_ROW,
                                            "run/events.jsonl": '{"board"\n{"board": "B01", '
                                                                '"seed": 0}\n'}),
+    "resume-with-another-batch-size": (RESUME + ["--batch-size", "7"],
+                                       {"run/run.json": RUN_JSON, "run/games.jsonl": GAME_ROW}),
     "resume-parquet-part-damaged": (RESUME, {"run/run.json": RUN_JSON, "run/games.jsonl": GAME_ROW,
                                              "run/events/part-000000.parquet": b"not parquet"}),
     "report-parquet-part-damaged": (["report", f"{T}/s"], {

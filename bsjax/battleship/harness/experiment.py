@@ -301,9 +301,10 @@ def _prepare_local_dir(out: Path, cfg: RunConfig, resume: bool) -> list[dict]:
     return []
 
 
-# Fields that change how games are batched or placed, never their results: a run may resume
-# with other values.
-PLACEMENT_FIELDS = ("devices", "batch_size", "verbose", "events")
+# Fields that change where games are played or how their events are stored, never their results:
+# a run may resume with other values. (Not the batch size: a game's last float may depend on the
+# compiled program's batch shape, so a resume keeps it.)
+PLACEMENT_FIELDS = ("devices", "verbose", "events")
 
 
 # The LLM settings decide results only for agents that call an LLM.
