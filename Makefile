@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed-$(subst $(comma),-,$(ALL_EXTRAS))
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
 	-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
-.PHONY: run test install bench docs lint clean
+.PHONY: run test install bench docs lint clean gpu-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,5 +41,19 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/bsjax bench --agent greedy --sampler particles --games 54
 
+# Every agent × sampler's turn loop compiled for an H100 on this machine (no GPU): compile s,
+# kernel launches per game-turn, memory per game -> benchmarks/results/h100-aot.jsonl. The CUDA
+# compiler plugin lives in its own venv, so the main one never looks for a GPU.
+AOT_VENV := .venv-aot
+AOT_STAMP := $(AOT_VENV)/.installed
+$(AOT_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(AOT_VENV)
+	$(AOT_VENV)/bin/pip install --quiet --upgrade pip
+	$(AOT_VENV)/bin/pip install --quiet -e '.[test,gpu-aot]'
+	touch $(AOT_STAMP)
+
+gpu-check: $(AOT_STAMP)
+	JAX_PLATFORMS=cpu $(AOT_VENV)/bin/python benchmarks/gpu_check.py
+
 clean:
-	rm -rf $(VENV) results site
+	rm -rf $(VENV) $(AOT_VENV) results site

@@ -1,0 +1,83 @@
+"""Compile every agent × sampler's turn loop for an H100 on this machine, no GPU needed.
+
+One JSON line per (agent, sampler, G): compile seconds, kernel launches per game-turn (nested
+loops by their trip counts), collectives per turn, XLA's bytes per device and KiB per game, with
+versions, commit and host. Nothing runs: see `bsjax/battleship/harness/aot.py` for what these
+figures predict and what they cannot (run time). `make gpu-check` installs the compiler plugin
+into `.venv-aot` and runs this script.
+
+    JAX_PLATFORMS=cpu .venv-aot/bin/python benchmarks/gpu_check.py --games 54,4096
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")       # before JAX is imported: see aot.py
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "-1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import subprocess  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import jax  # noqa: E402
+
+from bsjax.battleship.harness import aot, experiment  # noqa: E402
+from bsjax.battleship.harness.experiment import RunConfig  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENTS = ("random", "greedy", "wma", "bayes", "mra", "wma-reflective")
+SAMPLERS = ("particles", "chain", "importance")
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                              capture_output=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv=None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", default=",".join(AGENTS))
+    parser.add_argument("--samplers", default=",".join(SAMPLERS))
+    parser.add_argument("--games", default="1,54,4096,16384,65536")
+    parser.add_argument("--target", default="h100", choices=aot.TARGETS)
+    parser.add_argument("--particles", type=int, default=500)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "h100-aot.jsonl"),
+                        help="JSON lines appended here ('-': stdout only)")
+    args = parser.parse_args(argv)
+    stamp = {"commit": _commit(), "host": platform.node(), "cpu": platform.processor() or
+             platform.machine(), "jax": jax.__version__, "python": platform.python_version(),
+             "date": datetime.date.today().isoformat()}
+    rows = []
+    for agent in args.agents.split(","):
+        samplers = [None] if agent == "random" else args.samplers.split(",")
+        for sampler in samplers:
+            cfg = RunConfig(agent=agent, sampler=sampler or "particles", particles=args.particles)
+            game_config, _ = experiment.validate(cfg)
+            player = experiment.make_player(cfg, game_config)
+            for games in (int(g) for g in args.games.split(",")):
+                try:
+                    report = aot.compile_turn_loop(player, games, args.target)
+                except Exception as err:  # noqa: BLE001 — one failed point must not stop the table
+                    report = {"target": args.target, "games": games,
+                              "error": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"}
+                row = {"agent": agent, "sampler": sampler, "particles": args.particles,
+                       **report, **stamp}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                if args.out != "-":
+                    with open(args.out, "a") as fh:
+                        fh.write(json.dumps(row) + "\n")
+    return rows
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)

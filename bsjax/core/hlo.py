@@ -1,0 +1,158 @@
+"""Kernel launches of a compiled XLA program, read from its optimised HLO text.
+
+On a GPU every fusion, custom call and unfused operation of a computation is one kernel launch,
+and a `while` loop launches its condition and body once per iteration. At small and medium batch
+sizes a GPU's time is these launches (a few µs each), so "launches per iteration of the outer
+loop" (one game-turn of a batch) is the figure to keep small. `launch_counts` reads them from
+`compiled.as_text()` of any backend (the counting is the same; a CPU program's "launches" are
+its kernel calls), counting nested loops by their trip counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+# Opcodes that launch nothing: bookkeeping, control flow (counted through their computations).
+NO_LAUNCH = frozenset({
+    "parameter", "constant", "get-tuple-element", "tuple", "bitcast", "while", "conditional",
+    "call", "after-all", "add-dependency", "opt-barrier", "partition-id", "replica-id",
+    "domain", "get-dimension-size"})
+COLLECTIVES = frozenset({
+    "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+    "all-reduce-start", "all-gather-start", "collective-permute-start", "reduce-scatter-start",
+    "all-to-all-start", "send", "recv", "collective-broadcast"})
+
+_HEADER = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s+\(.*\)\s*->\s*.*\{\s*$")
+_INSTRUCTION = re.compile(r"^\s+(?:ROOT\s+)?%?([\w.\-]+)\s+=\s+(.*)$")
+
+
+def _opcode(rhs: str) -> str | None:
+    """The opcode of an instruction's right-hand side `TYPE opcode(operands), attrs`."""
+    start = 0
+    if rhs.startswith("("):  # a tuple type: skip to its closing parenthesis
+        depth = 0
+        for start, char in enumerate(rhs):
+            depth += (char == "(") - (char == ")")
+            if depth == 0:
+                break
+        start += 1
+    else:
+        start = rhs.find(" ")
+    match = re.match(r"\s*([a-z][a-z0-9\-]*)\(", rhs[start:])
+    return match.group(1) if match else None
+
+
+def computations(hlo_text: str) -> tuple[dict[str, list[tuple[str, str | None, str]]], str]:
+    """`({name: [(instruction, opcode, rhs)]}, entry name)` of an HLO module's text."""
+    found: dict[str, list] = {}
+    entry, current = "", None
+    for line in hlo_text.splitlines():
+        if current is None:
+            header = _HEADER.match(line)
+            if header:
+                current = header.group(2)
+                found[current] = []
+                entry = current if header.group(1) else entry
+            continue
+        if line.strip() == "}":
+            current = None
+            continue
+        instruction = _INSTRUCTION.match(line)
+        if instruction:
+            name, rhs = instruction.groups()
+            found[current].append((name, _opcode(rhs), rhs))
+    return found, entry
+
+
+@dataclasses.dataclass
+class Loop:
+    """One `while` loop: its launches per iteration (condition and body, nested loops by their
+    trip counts) and its trip count (None when XLA does not know it: the turn loop)."""
+
+    name: str
+    depth: int
+    trip_count: int | None
+    own: int            # launches of the body and condition themselves, per iteration
+    per_iteration: int  # own + the nested loops' launches, per iteration
+    collectives: int    # collectives per iteration, nested loops included
+    loops: list[Loop]
+
+
+def _own(instructions) -> tuple[int, int]:
+    """(kernel launches, collectives) of one computation's own instructions."""
+    launches = collectives = 0
+    for _, op, _ in instructions:
+        if op is None or op in NO_LAUNCH or op == "copy":
+            # A copy is a memcpy, not a kernel; it is not counted as a launch.
+            continue
+        if op in COLLECTIVES or op.endswith("-done"):
+            collectives += op in COLLECTIVES
+            continue
+        launches += 1
+    return launches, collectives
+
+
+def _walk(comps, name: str, depth: int) -> tuple[int, int, list[Loop]]:
+    """(launches, collectives, loops) of computation `name` per execution."""
+    launches, collectives = _own(comps.get(name, []))
+    loops = []
+    for instruction, op, rhs in comps.get(name, []):
+        called = []
+        if op == "while":
+            body = re.search(r"body=%?([\w.\-]+)", rhs).group(1)
+            cond = re.search(r"condition=%?([\w.\-]+)", rhs).group(1)
+            trip = re.search(r'"known_trip_count":\{"n":"(\d+)"', rhs)
+            b_launch, b_coll, b_loops = _walk(comps, body, depth + 1)
+            c_launch, c_coll, c_loops = _walk(comps, cond, depth + 1)
+            own = _own(comps.get(body, []))[0] + _own(comps.get(cond, []))[0]
+            loop = Loop(instruction, depth, int(trip.group(1)) if trip else None, own,
+                        b_launch + c_launch, b_coll + c_coll, b_loops + c_loops)
+            loops.append(loop)
+            times = loop.trip_count if loop.trip_count is not None else 1
+            launches += times * loop.per_iteration
+            collectives += times * loop.collectives
+            continue
+        if op == "conditional":
+            branches = re.search(r"branch_computations=\{([^}]*)\}", rhs)
+            called = (re.findall(r"%?([\w.\-]+)", branches.group(1)) if branches else
+                      re.findall(r"(?:true|false)_computation=%?([\w.\-]+)", rhs))
+        elif op == "call":
+            called = re.findall(r"to_apply=%?([\w.\-]+)", rhs)
+        for callee in called:  # every branch counted: an upper bound for a conditional
+            c_launch, c_coll, c_loops = _walk(comps, callee, depth)
+            launches, collectives = launches + c_launch, collectives + c_coll
+            loops.extend(c_loops)
+    return launches, collectives, loops
+
+
+def launch_counts(hlo_text: str) -> dict:
+    """Kernel launches of an optimised HLO module.
+
+    Returns:
+      `entry`: launches of one execution of the whole program, a loop of unknown trip count
+      (the turn loop) counted once; `loops`: the top-level `Loop`s (nested ones inside);
+      `outer_per_iteration`: launches per iteration of the first loop of unknown trip count, or
+      of the outermost loop (for bsjax's turn loop: launches per game-turn); `collectives` per
+      such iteration.
+    """
+    comps, entry = computations(hlo_text)
+    total, collectives, loops = _walk(comps, entry, 0)
+
+    def outer(found: list[Loop]) -> Loop | None:
+        for loop in found:
+            if loop.trip_count is None:
+                return loop
+        for loop in found:
+            inner = outer(loop.loops)
+            if inner is not None:
+                return inner
+        return found[0] if found else None
+
+    turn = outer(loops)
+    return {"entry": total, "collectives_entry": collectives, "loops": loops,
+            "outer_per_iteration": turn.per_iteration if turn else total,
+            "collectives_per_iteration": turn.collectives if turn else collectives}
+
+
+__all__ = ["COLLECTIVES", "Loop", "NO_LAUNCH", "computations", "launch_counts"]

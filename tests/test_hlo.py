@@ -1,0 +1,102 @@
+"""The kernel-launch counter (`bsjax.core.hlo`) on programs whose launches are known, and the
+deviceless H100 compile of a turn loop when the compiler plugin is installed (`make gpu-check`;
+skipped otherwise)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax import lax
+
+from bsjax.core import hlo
+
+HLO = """HloModule m
+
+%inner_body (p: (s32[], f32[8])) -> (s32[], f32[8]) {
+  %p = (s32[], f32[8]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %x = f32[8] get-tuple-element(%p), index=1
+  %one = s32[] constant(1)
+  %j = s32[] add(%i, %one)
+  %y = f32[8] fusion(%x), kind=kLoop, calls=%f1
+  ROOT %t = (s32[], f32[8]) tuple(%j, %y)
+}
+
+%inner_cond (p: (s32[], f32[8])) -> pred[] {
+  %p = (s32[], f32[8]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(5)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+%outer_body (q: (s32[], f32[8])) -> (s32[], f32[8]) {
+  %q = (s32[], f32[8]) parameter(0)
+  %a = f32[8] fusion(%q), kind=kLoop, calls=%f2
+  %b = f32[8] custom-call(%a), custom_call_target="x"
+  %c = f32[8] copy(%b)
+  %w = (s32[], f32[8]) while(%q), condition=%inner_cond, body=%inner_body, backend_config={"known_trip_count":{"n":"5"}}
+  %s = f32[8] all-reduce(%c), to_apply=%sum
+  ROOT %r = (s32[], f32[8]) tuple(%q, %s)
+}
+
+%outer_cond (q: (s32[], f32[8])) -> pred[] {
+  %q = (s32[], f32[8]) parameter(0)
+  ROOT %d = pred[] fusion(%q), kind=kLoop, calls=%f3
+}
+
+ENTRY %main (x: f32[8]) -> (s32[], f32[8]) {
+  %x = f32[8] parameter(0)
+  %z = s32[] constant(0)
+  %init = (s32[], f32[8]) tuple(%z, %x)
+  %pre = f32[8] fusion(%x), kind=kLoop, calls=%f4
+  ROOT %loop = (s32[], f32[8]) while(%init), condition=%outer_cond, body=%outer_body
+}
+"""
+
+
+def test_launches_per_iteration_count_nested_loops_by_their_trip_counts():
+    counts = hlo.launch_counts(HLO)
+    (turn,) = counts["loops"]
+    assert turn.trip_count is None and turn.own == 3             # fusion, custom-call, cond
+    (inner,) = turn.loops
+    # inner: its body's unfused add and fusion, its condition's compare; 5 times
+    assert inner.trip_count == 5 and inner.per_iteration == 3
+    assert counts["outer_per_iteration"] == turn.per_iteration == 3 + 5 * 3
+    assert counts["collectives_per_iteration"] == 1              # the all-reduce, not a launch
+    assert counts["entry"] == 1 + 18                             # the pre-loop fusion + one turn
+
+
+def test_a_compiled_cpu_loop_counts_its_scans():
+    def program(x):
+        def turn(carry):
+            i, y = carry
+            y = lax.fori_loop(0, 7, lambda j, v: jnp.sin(v) * 2 + j, y)
+            return i + 1, jnp.cumsum(y) * 0.5
+        return lax.while_loop(lambda c: jnp.sum(c[1]) < 1e9, turn, (0, x))
+
+    text = jax.jit(program).lower(jnp.ones(1000)).compile().as_text()
+    counts = hlo.launch_counts(text)
+    (turn,) = counts["loops"]
+    (scan,) = turn.loops
+    assert turn.trip_count is None and scan.trip_count == 7
+    assert counts["outer_per_iteration"] == turn.own + 7 * scan.per_iteration > 7
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax_cuda12_plugin") is None,
+                    reason="the CUDA compiler plugin is not installed (make gpu-check)")
+def test_a_turn_loop_compiles_for_an_h100_without_a_gpu():
+    import subprocess
+    import sys
+    code = ("import os; os.environ['JAX_PLATFORMS'] = 'cpu'\n"
+            "from bsjax.battleship.harness import aot, experiment\n"
+            "cfg = experiment.RunConfig(agent='greedy', particles=32)\n"
+            "player = experiment.make_player(cfg, experiment.validate(cfg)[0])\n"
+            "r = aot.compile_turn_loop(player, 8)\n"
+            "assert r['launches_per_turn'] > 10 and r['kib_per_game'] > 0, r\n"
+            "print('ok', r['launches_per_turn'])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
