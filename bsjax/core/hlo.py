@@ -29,14 +29,13 @@ _INSTRUCTION = re.compile(r"^\s+(?:ROOT\s+)?%?([\w.\-]+)\s+=\s+(.*)$")
 
 def _opcode(rhs: str) -> str | None:
     """The opcode of an instruction's right-hand side `TYPE opcode(operands), attrs`."""
-    start = 0
     if rhs.startswith("("):  # a tuple type: skip to its closing parenthesis
-        depth = 0
-        for start, char in enumerate(rhs):
+        depth, start = 0, len(rhs)
+        for index, char in enumerate(rhs):
             depth += (char == "(") - (char == ")")
             if depth == 0:
+                start = index + 1
                 break
-        start += 1
     else:
         start = rhs.find(" ")
     match = re.match(r"\s*([a-z][a-z0-9\-]*)\(", rhs[start:])
