@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed-$(subst $(comma),-,$(ALL_EXTRAS))
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
 	-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
-.PHONY: run test install bench docs lint clean gpu-check
+.PHONY: run test install bench docs lint clean gpu-check tpu-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,5 +55,18 @@ $(AOT_STAMP): pyproject.toml
 gpu-check: $(AOT_STAMP)
 	JAX_PLATFORMS=cpu $(AOT_VENV)/bin/python benchmarks/gpu_check.py
 
+# The same for a TPU v5e 2x2 (four chips, games sharded over them): libtpu in its own venv.
+TPU_VENV := .venv-tpu
+TPU_STAMP := $(TPU_VENV)/.installed
+$(TPU_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(TPU_VENV)
+	$(TPU_VENV)/bin/pip install --quiet --upgrade pip
+	$(TPU_VENV)/bin/pip install --quiet -e '.[test,tpu]'
+	touch $(TPU_STAMP)
+
+tpu-check: $(TPU_STAMP)
+	JAX_PLATFORMS=cpu $(TPU_VENV)/bin/python benchmarks/gpu_check.py --target tpu-v5e-2x2 \
+		--games 4096,16384 --out benchmarks/results/tpu-v5e-aot.jsonl
+
 clean:
-	rm -rf $(VENV) $(AOT_VENV) results site
+	rm -rf $(VENV) $(AOT_VENV) $(TPU_VENV) results site

@@ -78,8 +78,9 @@ def _games_first(tree, sharding):
 def compile_turn_loop(player: Player, games: int, target: str = "h100") -> dict:
     """Compile `player`'s turn loop (`play.play_turns`) for `games` games on `target`, sharded
     over its devices; nothing runs. Returns compile seconds, kernel launches per game-turn
-    (nested loops by their trip counts) and their collectives, and XLA's memory figures (bytes,
-    per device and per game)."""
+    (nested loops by their trip counts; GPU only), collectives per turn (all-reduces between the
+    devices: each is a synchronisation of every device, every turn), and XLA's memory figures
+    (bytes, per device and per game)."""
     grid = mesh(target)
     devices = grid.devices.size
     games = -(-games // devices) * devices
@@ -108,9 +109,10 @@ def compile_turn_loop(player: Player, games: int, target: str = "h100") -> dict:
     memory = compiled.memory_analysis()
     used = (memory.argument_size_in_bytes + memory.output_size_in_bytes
             + memory.temp_size_in_bytes - memory.alias_size_in_bytes)
+    gpu = target == "h100"  # a TPU runs one program per step: it has no kernels to launch
     return {"target": target, "devices": devices, "games": games,
             "compile_seconds": round(seconds, 3),
-            "launches_per_turn": counts["outer_per_iteration"],
+            "launches_per_turn": counts["outer_per_iteration"] if gpu else None,
             "collectives_per_turn": counts["collectives_per_iteration"],
             "bytes_per_device": int(used), "temp_bytes": int(memory.temp_size_in_bytes),
             "kib_per_game": round(used * devices / games / 1024, 1)}
