@@ -56,14 +56,14 @@ def _hashed(key: jax.Array, counters: jnp.ndarray) -> jnp.ndarray:
     return high ^ low
 
 
-def _hash_applies(key: jax.Array, shape: tuple[int, ...]) -> bool:
+def hash_applies(key: jax.Array, shape: tuple[int, ...]) -> bool:
     """Whether words of `shape` under `key` are the hash of their flat index (else JAX draws)."""
     return _is_default_threefry(key) and 0 < math.prod(shape) < 2**32
 
 
 def bits(key: jax.Array, shape: tuple[int, ...]) -> jnp.ndarray:
     """`jax.random.bits(key, shape, jnp.uint32)`, word for word; the key is consumed."""
-    if not _hash_applies(key, shape):
+    if not hash_applies(key, shape):
         return jax.random.bits(key, shape, jnp.uint32)
     return _hashed(key, lax.iota(jnp.uint32, math.prod(shape)).reshape(shape))  # flat index
 
@@ -71,7 +71,7 @@ def bits(key: jax.Array, shape: tuple[int, ...]) -> jnp.ndarray:
 def bits_row(key: jax.Array, shape: tuple[int, ...], row: jnp.ndarray) -> jnp.ndarray:
     """`bits(key, shape)[row]` (`[]` int row of the first axis) without drawing the other rows:
     a loop can hash each step's words in the step."""
-    if not _hash_applies(key, shape):
+    if not hash_applies(key, shape):
         return jax.random.bits(key, shape, jnp.uint32)[row]
     row_size = math.prod(shape[1:])
     counters = lax.iota(jnp.uint32, row_size).reshape(shape[1:])

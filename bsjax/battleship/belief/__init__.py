@@ -12,9 +12,10 @@ from bsjax.battleship.config import GameConfig
 
 
 def make_sampler(name: str, config: GameConfig, particles: int = 500, reference_rng: bool = False,
-                 sweeps: int = 4):
+                 sweeps: int = 4, mh_kernel: str = "auto"):
     """The sampler called `name` (chain, importance, particles) with `particles` samples;
-    `sweeps` (MH sweeps per observation) applies to the particle sampler only."""
+    `sweeps` (MH sweeps per observation) and `mh_kernel` (how they run: `mh_kernel.MODES`)
+    apply to the particle sampler only."""
     if name == "chain":
         from bsjax.battleship.belief.chain import ChainSampler
         return ChainSampler(config, n_samples=particles, reference_rng=reference_rng)
@@ -23,5 +24,5 @@ def make_sampler(name: str, config: GameConfig, particles: int = 500, reference_
         return ImportanceSampler(config, n_particles=particles)
     if name == "particles":
         from bsjax.battleship.belief.particles import ParticleSampler
-        return ParticleSampler(config, n_particles=particles, sweeps=sweeps)
+        return ParticleSampler(config, n_particles=particles, sweeps=sweeps, mh_kernel=mh_kernel)
     raise ValueError(f"unknown sampler {name!r} (choose from chain, importance, particles)")

@@ -62,7 +62,8 @@ def _truth_boards(truths, config) -> list[suites.Board]:
 def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
          params: Mapping[str, Any] | None = None, *, protocol: str = "paper",
          suite: str | None = None, truths=None, sampler: str = "particles",
-         particles: int = 500, sweeps: int = 4, rng: str = "jax", run_seed: int = 0,
+         particles: int = 500, sweeps: int = 4, mh_kernel: str = "auto", rng: str = "jax",
+         run_seed: int = 0,
          first_seed: int = 0, rule=None, variant: str | None = None, llm: str = "local",
          batch_size: int | None = None, devices: int | None = None,
          progress: bool = True) -> Results:
@@ -76,7 +77,8 @@ def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
         grid): names as in `agent.default_params()` (`tau`, `cooldown`, `revision`,
         `presets`, `policy.budgets`, a scoring rule's own names, ...) and the belief's
         `answer_noise` (the modelled ε) and `evidence_scale` (κ).
-      protocol, suite, sampler, particles, sweeps, rng, run_seed: as `bsjax play`'s flags.
+      protocol, suite, sampler, particles, sweeps, mh_kernel, rng, run_seed: as `bsjax play`'s
+        flags.
       truths: `[B, S]` span ids of your own boards (named T0000, ...) instead of `boards`.
       rule: a `planning.scoring.ScoringRule` for an agent that scores questions (by name only).
       variant: "paper" or "improved" for agents that have variants (by name only).
@@ -106,7 +108,8 @@ def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
     cfg = experiment.RunConfig(agent=name if name in agents_lib.AGENTS else "greedy",
                                protocol=protocol, suite=suite, boards=boards, seeds=seeds,
                                first_seed=first_seed, sampler=sampler, rng=rng,
-                               particles=particles, sweeps=sweeps, run_seed=run_seed, llm=llm,
+                               particles=particles, sweeps=sweeps, mh_kernel=mh_kernel,
+                               run_seed=run_seed, llm=llm,
                                devices=devices)
     if isinstance(agent, str) and name not in agents_lib.AGENTS:
         raise UsageError(f"unknown agent {name!r} (choose from {', '.join(agents_lib.AGENTS)})")
@@ -125,7 +128,8 @@ def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
                 raise ValueError(f"the agent was built for protocol {instance.config.name!r}, "
                                  f"not {protocol!r}")
             belief = (belief_lib.make_sampler(sampler, game_config, particles,
-                                              cfg.reference_rng, sweeps=sweeps)
+                                              cfg.reference_rng, sweeps=sweeps,
+                                              mh_kernel=mh_kernel)
                       if instance.needs_belief else None)
             player = Player(game_config, instance, belief, cfg.reference_rng)
             points, trees = params_lib.grid(player, params)

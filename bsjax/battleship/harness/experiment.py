@@ -19,6 +19,7 @@ import jax
 
 from bsjax.battleship import agents as agents_lib
 from bsjax.battleship import belief as belief_lib
+from bsjax.battleship.belief import mh_kernel
 from bsjax.battleship.config import GameConfig, protocol
 from bsjax.battleship.game import suites
 from bsjax.battleship.game.suites import BoardError
@@ -49,6 +50,7 @@ class RunConfig:
     rng: str = "jax"
     particles: int = 500
     sweeps: int = 4                    # particles sampler: MH sweeps per observation
+    mh_kernel: str = "auto"            # particles sampler: auto | xla | pallas | interpret
     tau: float | None = None           # None: the agent's own default (MRA 0.72)
     revision: str = "on"               # MRA: on | off
     cooldown: int = 3                  # MRA: turns after a revision before the gate may reopen
@@ -99,6 +101,12 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
                          "--sampler chain and --protocol paper")
     if cfg.particles < 1:
         raise UsageError(f"--particles must be at least 1 (got {cfg.particles})")
+    if cfg.mh_kernel not in mh_kernel.MODES:
+        raise UsageError(f"unknown --mh-kernel {cfg.mh_kernel!r} "
+                         f"(choose from {', '.join(mh_kernel.MODES)})")
+    if cfg.mh_kernel == "pallas" and jax.default_backend() != "gpu":
+        raise UsageError(f"--mh-kernel pallas compiles for a CUDA GPU, and this backend is "
+                         f"{jax.default_backend()}: use auto, xla or interpret")
     if cfg.seeds < 0:
         raise UsageError(f"--seeds must be >= 0 (got {cfg.seeds})")
     if cfg.first_seed < 0:
@@ -173,7 +181,7 @@ PARAM_FIELDS = ("tau", "revision", "cooldown", "min_delta", "presets", "answer_n
 
 
 _AGENT_PARAMS = ("tau", "revision", "cooldown", "min_delta", "presets")
-_BELIEF_FIELDS = ("sampler", "particles", "sweeps", "rng", "answer_noise")
+_BELIEF_FIELDS = ("sampler", "particles", "sweeps", "mh_kernel", "rng", "answer_noise")
 
 
 def check_applies(cfg: RunConfig, fields: list[str] | None = None) -> None:
@@ -197,7 +205,7 @@ def check_applies(cfg: RunConfig, fields: list[str] | None = None) -> None:
             why = f"agent {cfg.agent!r} has no variants"
         elif name in _BELIEF_FIELDS and not cls.needs_belief:
             why = f"agent {cfg.agent!r} keeps no belief"
-        elif name == "sweeps" and cfg.sampler != "particles":
+        elif name in ("sweeps", "mh_kernel") and cfg.sampler != "particles":
             why = f"the {cfg.sampler} sampler makes no sweeps"
         elif name == "random_boards" and cfg.suite_name != "random":
             why = f"the suite is {cfg.suite_name!r}, not random"
@@ -217,7 +225,8 @@ def make_player(cfg: RunConfig, game_config: GameConfig) -> Player:
     sampler = None
     if agent.needs_belief:
         sampler = belief_lib.make_sampler(cfg.sampler, game_config, cfg.particles,
-                                          cfg.reference_rng, sweeps=cfg.sweeps)
+                                          cfg.reference_rng, sweeps=cfg.sweeps,
+                                          mh_kernel=cfg.mh_kernel)
     return Player(game_config, agent, sampler, cfg.reference_rng)
 
 

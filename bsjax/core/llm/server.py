@@ -42,7 +42,10 @@ def _handler(responder: Responder, model_name: str, with_request: bool):
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (its timeout): nothing to answer
 
         def do_GET(self):  # noqa: N802
             if self.path.rstrip("/") == "/api/tags":

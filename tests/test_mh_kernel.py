@@ -1,0 +1,98 @@
+"""The fused MH kernel (`belief.mh_kernel`) plays the XLA loop's moves, draw for draw.
+
+On a CPU the kernel runs in Pallas's interpreter ("interpret"); what it computes is what the
+compiled GPU kernel computes, so equal outputs here mean the same program logic. `auto` must
+lower to the kernel for a CUDA GPU and to the XLA loop for a CPU.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import grand_tiny, observe, tiny
+
+import bsjax
+from bsjax.battleship.belief import mh_kernel
+from bsjax.battleship.belief.particles import ParticleSampler
+from bsjax.battleship.config import PAPER
+
+
+@functools.cache
+def _updates(config, n_particles):
+    """jitted `update` of the XLA loop and of the interpreted kernel (obs traced: one compile)."""
+    def make(mode):
+        sampler = ParticleSampler(config, n_particles=n_particles, mh_kernel=mode)
+        return sampler, jax.jit(sampler.update)
+    return make("xla"), make("interpret")
+
+
+def _observation(config, draw_cells, n_questions, answers, seed):
+    rng = np.random.default_rng(seed)
+    cells = rng.permutation(config.n_cells)
+    hits, misses = cells[:draw_cells[0]], cells[draw_cells[0]:sum(draw_cells)]
+    questions = [(rng.choice(config.n_cells, size=int(rng.integers(1, 12)), replace=False),
+                  bool(a)) for a in answers[:n_questions]]
+    fleet = config.fleet if config.fleet is not None else config.ship_lengths
+    return jax.tree.map(jnp.asarray, observe(config, sorted(fleet, reverse=True), hits, misses,
+                                             questions))
+
+
+CONFIGS = {"paper": (PAPER, 500), "tiny": (tiny(5, 6, (3, 2, 2), max_questions=3), 200)}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@settings(max_examples=6, deadline=None)
+@given(hits=st.integers(0, 6), misses=st.integers(0, 10), n_questions=st.integers(0, 3),
+       answers=st.lists(st.booleans(), min_size=3, max_size=3), seed=st.integers(0, 2**16))
+def test_kernel_moves_every_particle_as_the_xla_loop(name, hits, misses, n_questions, answers,
+                                                     seed):
+    config, n_particles = CONFIGS[name]
+    (sampler, xla), (_, fused) = _updates(config, n_particles)
+    obs = _observation(config, (hits, misses), n_questions, answers, seed)
+    state = sampler.init(jax.random.key(seed), _observation(config, (0, 0), 0, answers, 0),
+                         jnp.int32(0))
+    key = jax.random.key(seed + 1)
+    expected, got = xla(key, state, obs), fused(key, state, obs)
+    for a, b in zip(jax.tree.leaves(expected), jax.tree.leaves(got)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert 0.0 < float(got[1].acceptance) <= 1.0  # the moves did happen
+
+
+def test_games_identical_with_the_kernel():
+    """Whole games, every turn's record (ESS and acceptance included), greedy and MRA."""
+    for agent in ("greedy", "mra"):
+        loop = bsjax.play(agent, boards="B01,B07,B13", seeds=2, mh_kernel="xla", progress=False)
+        fused = bsjax.play(agent, boards="B01,B07,B13", seeds=2, mh_kernel="interpret",
+                           progress=False)
+        assert loop.to_pandas().equals(fused.to_pandas())
+        assert loop.turns_frame().equals(fused.turns_frame())
+
+
+def _lowered(mode, platform):
+    config, n_particles = CONFIGS["tiny"]
+    sampler = ParticleSampler(config, n_particles=n_particles, mh_kernel=mode)
+    obs = _observation(config, (2, 2), 1, [True] * 3, 0)
+    state = sampler.init(jax.random.key(0), obs, jnp.int32(0))
+    update = jax.jit(sampler.update)
+    return update.trace(jax.random.key(1), state, obs).lower(
+        lowering_platforms=(platform,)).as_text()
+
+
+def test_auto_is_the_kernel_on_a_gpu_and_the_loop_elsewhere():
+    assert "mh_sweeps" in _lowered("auto", "cuda")      # a Triton kernel in the GPU program
+    assert "mh_sweeps" not in _lowered("auto", "cpu")
+    assert "mh_sweeps" not in _lowered("xla", "cuda")
+
+
+def test_protocols_the_kernel_does_not_cover_keep_the_loop():
+    grand = grand_tiny(4, 4, (3, 2))
+    assert not mh_kernel.applies(grand, jax.random.key(0), 100, 8)
+    assert mh_kernel.applies(PAPER, jax.random.key(0), 500, 16)
+    with pytest.raises(ValueError, match="unknown mh_kernel"):
+        ParticleSampler(PAPER, mh_kernel="triton")
