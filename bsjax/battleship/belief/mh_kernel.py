@@ -31,10 +31,10 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pl_triton
 
-from bsjax.battleship.belief import constraints
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import refrng
 from bsjax.battleship.game import spans as spans_lib
+from bsjax.battleship.types import Observations
 from bsjax.core import fastpath
 
 BLOCK = 128  # particles per program: one lane each
@@ -45,8 +45,6 @@ _WORDS_PER_STEP = 4  # random words per particle per step: ship, move kind, unif
 def applies(config: GameConfig, key: jax.Array, n_particles: int, n_steps: int) -> bool:
     """Whether the fused kernel can play these sweeps (else the XLA loop plays them)."""
     return (not config.reveal_colour
-            and (config.max_questions == 0
-                 or config.max_questions <= constraints.TABLE_MAX_QUESTIONS)
             and fastpath.hash_applies(key, (n_steps, n_particles, _WORDS_PER_STEP)))
 
 
@@ -69,20 +67,24 @@ def _popcount(x: jnp.ndarray) -> jnp.ndarray:
     return ((x * jnp.uint32(0x01010101)) >> 24).astype(jnp.int32)
 
 
-def _kernel(key_ref, hit_ref, miss_ref, qmask_ref, answers_ref, asked_ref, sums_ref,
-            bits_ref, length_ref, offset_ref, count_ref, neighbours_ref,
-            spans_ref, target_ref, spans_out, target_out, accepted_out, *,
-            n_ships: int, n_words: int, n_qwords: int, n_particles: int, n_steps: int,
-            table: bool, penalty: float):
+def _kernel(key_ref, hit_ref, miss_ref, question_ref, answers_ref, asked_ref, match_ref,
+            mismatch_ref, bits_ref, length_ref, offset_ref, count_ref, neighbours_ref,
+            spans_ref, target_ref, ancestors_ref, spans_out, target_out, accepted_out, *,
+            n_ships: int, n_words: int, n_questions: int, n_particles: int, n_steps: int,
+            penalty: float):
     """One program: `n_steps` MH steps of a block of particles (see `ParticleSampler._mh_step`,
     whose arithmetic this repeats operation for operation)."""
-    block = target_ref.shape[0]
+    block = ancestors_ref.shape[0]
     lane = pl.program_id(0) * block + lax.broadcasted_iota(jnp.int32, (block,), 0)
+    real = lane < n_particles  # the last block may run past P
     key_hi, key_lo = key_ref[0], key_ref[1]
     hits = [hit_ref[w] for w in range(n_words)]
     misses = [miss_ref[w] for w in range(n_words)]
-    answers = [answers_ref[w] for w in range(n_qwords)]
-    asked = [asked_ref[w] for w in range(n_qwords)]
+    questions = [[question_ref[j * n_words + w] for w in range(n_words)]
+                 for j in range(n_questions)]
+    answers = [answers_ref[j] != 0 for j in range(n_questions)]
+    asked = asked_ref[0]
+    log_match, log_mismatch = match_ref[0], mismatch_ref[0]
 
     def words_of(step):
         """The step's four words per lane: `fastpath.bits_row` of the XLA loop."""
@@ -94,6 +96,16 @@ def _kernel(key_ref, hit_ref, miss_ref, qmask_ref, answers_ref, asked_ref, sums_
             out.append(high ^ low)
         return out
 
+    def log_likelihood(board):
+        """`constraints.answer_log_likelihood`: the answers in order, one add each."""
+        total = jnp.zeros((block,), jnp.float32)
+        for j, region in enumerate(questions):
+            meets = functools.reduce(jnp.bitwise_or, (board[w] & region[w]
+                                                      for w in range(n_words))) != 0
+            term = jnp.where(meets == answers[j], log_match, log_mismatch)
+            total = total + jnp.where(j < asked, term, 0.0)
+        return total
+
     def log_target(spans):
         """`particles.log_target` of a placement given as one `[block]` row per ship."""
         ship_bits = [[bits_ref[span * n_words + w] for w in range(n_words)] for span in spans]
@@ -104,14 +116,7 @@ def _kernel(key_ref, hit_ref, miss_ref, qmask_ref, answers_ref, asked_ref, sums_
         overlap = (sum(_popcount(board[w]) for w in range(n_words))
                    - sum(sum(_popcount(b[w]) for w in range(n_words)) for b in ship_bits))
         violations = count - overlap
-        if table:
-            meets = functools.reduce(jnp.bitwise_or, (qmask_ref[span * n_qwords]
-                                                      for span in spans))
-            mismatch = (meets ^ answers[0]) & asked[0]
-            log_likelihood = sums_ref[mismatch.astype(jnp.int32)]
-        else:  # no questions: the sum of no terms
-            log_likelihood = jnp.zeros((block,), jnp.float32)
-        return log_likelihood - penalty * violations.astype(jnp.float32)
+        return log_likelihood(board) - penalty * violations.astype(jnp.float32)
 
     def step(i, carry):
         spans, target, accepted = carry
@@ -133,59 +138,61 @@ def _kernel(key_ref, hit_ref, miss_ref, qmask_ref, answers_ref, asked_ref, sums_
         spans = [jnp.where(accept, p, s) for p, s in zip(proposal, spans)]
         return spans, jnp.where(accept, new_target, target), accepted + accept.astype(jnp.int32)
 
-    carry = ([spans_ref[k, :] for k in range(n_ships)], target_ref[...],
-             jnp.zeros((block,), jnp.int32))
+    rows = pl.ds(0, block)
+    # Each lane starts from its ancestor's particle (the resampling's gather, done here); lanes
+    # past P read particle 0 and write nothing.
+    ancestor = pl_triton.load(ancestors_ref.at[rows], mask=real, other=0)
+    carry = ([spans_ref[ancestor * n_ships + k] for k in range(n_ships)],
+             target_ref[ancestor], jnp.zeros((block,), jnp.int32))
     spans, target, accepted = lax.fori_loop(0, n_steps, step, carry)
     for k in range(n_ships):
-        spans_out[k, :] = spans[k]
-    target_out[...] = target
-    accepted_out[...] = accepted
+        pl_triton.store(spans_out.at[rows, jnp.int32(k)], spans[k], mask=real)
+    pl_triton.store(target_out.at[rows], target, mask=real)
+    pl_triton.store(accepted_out.at[rows], accepted, mask=real)
 
 
 def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: jnp.ndarray,
-               hit_bits: jnp.ndarray, miss_bits: jnp.ndarray,
-               evidence: constraints.AnswerEvidence, n_steps: int, penalty: float,
-               interpret: bool = False) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+               obs: Observations, likelihood: tuple[jnp.ndarray, jnp.ndarray], n_steps: int,
+               penalty: float, ancestors: jnp.ndarray | None = None, interpret: bool = False
+               ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
     """`n_steps` MH steps of one game's particles in one kernel; the key is consumed.
 
     Args:
       spans: `[P, S]` int32. target: `[P]` float32 each particle's log target.
-      hit_bits, miss_bits: `[W]` uint32 the shots. evidence: `constraints.answer_evidence` of
-        the observation (with its `[2**Q]` table). penalty: the log target per violated shot.
+      obs: the observation the steps target (shots, questions, answers).
+      likelihood: (`[]` ln L(match), `[]` ln L(mismatch)) of the answer model, float32.
+      penalty: the log target per violated shot.
+      ancestors: `[P]` int32: particle p starts from `spans[ancestors[p]]` (a resampling);
+        None: from its own.
       interpret: run Pallas's interpreter (any backend; for tests on a CPU).
     Returns:
       (`[P, S]` spans, `[P]` targets, `[P]` int32 moves accepted per particle).
     """
     n_particles, n_ships = spans.shape
-    n_words = config.n_words
-    n_qwords = evidence.question_masks.shape[-1]
-    table = evidence.sums.shape[0] > 1
-    padded = -(-n_particles // BLOCK) * BLOCK
-    pad = padded - n_particles
-    spans_t = jnp.pad(spans.T, ((0, 0), (0, pad)))  # padding lanes hold span 0: valid, unused
-    target_p = jnp.pad(target, (0, pad))
+    if ancestors is None:
+        ancestors = jnp.arange(n_particles, dtype=jnp.int32)
     tables = [jnp.asarray(t) for t in _tables(config.rows, config.cols,
                                               tuple(sorted(config.ship_lengths)))]
-    whole = [jax.random.key_data(key).astype(jnp.uint32), hit_bits, miss_bits,
-             evidence.question_masks.reshape(-1), evidence.answers, evidence.asked,
-             evidence.sums.astype(jnp.float32), *tables]
-    kernel = functools.partial(_kernel, n_ships=n_ships, n_words=n_words, n_qwords=n_qwords,
-                               n_particles=n_particles, n_steps=n_steps, table=table,
-                               penalty=penalty)
+    log_match, log_mismatch = (jnp.asarray(x, jnp.float32).reshape(1) for x in likelihood)
+    # Every input as the turn has it (reshapes are free): no kernel runs before this one.
+    whole = [jax.random.key_data(key).astype(jnp.uint32), obs.hit_bits, obs.miss_bits,
+             obs.question_bits.reshape(-1), obs.answers, obs.n_questions.reshape(1),
+             log_match, log_mismatch, *tables, spans.reshape(-1), target]
+    kernel = functools.partial(
+        _kernel, n_ships=n_ships, n_words=config.n_words, n_questions=config.max_questions,
+        n_particles=n_particles, n_steps=n_steps, penalty=penalty)
     full = [pl.BlockSpec(x.shape, lambda i, n=x.ndim: (0,) * n) for x in whole]
-    rows = pl.BlockSpec((n_ships, BLOCK), lambda i: (0, i))
-    lanes = pl.BlockSpec((BLOCK,), lambda i: (i,))
-    spans_t, target_p, accepted = pl.pallas_call(
-        kernel, grid=(padded // BLOCK,),
-        in_specs=[*full, rows, lanes], out_specs=[rows, lanes, lanes],
-        out_shape=[jax.ShapeDtypeStruct(spans_t.shape, jnp.int32),
-                   jax.ShapeDtypeStruct((padded,), jnp.float32),
-                   jax.ShapeDtypeStruct((padded,), jnp.int32)],
-        # Triton: one warp group per block of lanes, no software pipelining (the loop's steps
-        # depend on each other).
+    rows = pl.BlockSpec((BLOCK, n_ships), lambda i: (i, 0))
+    lanes = pl.BlockSpec((BLOCK,), lambda i: (i,))  # the ancestors, the outputs
+    return pl.pallas_call(
+        kernel, grid=(pl.cdiv(n_particles, BLOCK),),
+        in_specs=[*full, lanes], out_specs=[rows, lanes, lanes],
+        out_shape=[jax.ShapeDtypeStruct(spans.shape, jnp.int32),
+                   jax.ShapeDtypeStruct((n_particles,), jnp.float32),
+                   jax.ShapeDtypeStruct((n_particles,), jnp.int32)],
+        # Triton: a warp per 32 lanes, no software pipelining (the steps depend on each other).
         compiler_params=pl_triton.CompilerParams(num_warps=BLOCK // 32, num_stages=1),
-        interpret=interpret, name="mh_sweeps")(*whole, spans_t, target_p)
-    return spans_t[:, :n_particles].T, target_p[:n_particles], accepted[:n_particles]
+        interpret=interpret, name="mh_sweeps")(*whole, ancestors.astype(jnp.int32))
 
 
 __all__ = ["BLOCK", "MODES", "applies", "rejuvenate"]

@@ -86,7 +86,10 @@ def systematic_resample(key: jax.Array, log_weights: jnp.ndarray) -> jnp.ndarray
     n = log_weights.shape[0]
     weights = jax.nn.softmax(log_weights)
     positions = (jax.random.uniform(key) + jnp.arange(n)) / n
-    return jnp.clip(jnp.searchsorted(jnp.cumsum(weights), positions), 0, n - 1)
+    # Unrolled: the same binary search, as straight-line code that fuses into one kernel (a
+    # loop would cost a GPU three launches per step).
+    return jnp.clip(jnp.searchsorted(jnp.cumsum(weights), positions, method="scan_unrolled"),
+                    0, n - 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,44 +135,91 @@ class ParticleSampler(Sampler):
         zeros = jnp.zeros(self.n_particles, jnp.float32)
         no_evidence = rules_lib.empty_observations(self.config, obs.ship_lengths)
         state = ParticleState(spans=spans, log_weights=zeros, log_target=zeros, answers=answers)
-        state, _ = self._rejuvenate(k_prior, state, no_evidence,
-                                    self._evidence(state, no_evidence), self.init_sweeps)
-        evidence = self._evidence(state, obs)
-        state, _ = self._reweight(k_resample, state, obs, evidence)
-        return self._rejuvenate(k_mh, state, obs, evidence, self.sweeps)[0]
+        state, _ = self._observe(k_prior[None], state, no_evidence, self.init_sweeps,
+                                reweight=False)
+        return self._observe(jnp.stack([k_resample, k_mh]), state, obs, self.sweeps)[0]
 
     def update(self, key: jax.Array, state: ParticleState, obs: Observations
                ) -> tuple[ParticleState, BeliefInfo]:
         """Reweight by the new evidence, resample if ESS < P/2, rejuvenate. The key is consumed.
         Info: the ESS of the reweighted particles, the acceptance of the MH moves."""
-        k_resample, k_mh = jax.random.split(key)
-        evidence = self._evidence(state, obs)  # once per observation
-        state, ess = self._reweight(k_resample, state, obs, evidence)
-        state, acceptance = self._rejuvenate(k_mh, state, obs, evidence, self.sweeps)
-        return state, BeliefInfo(ess=ess.astype(jnp.float32), acceptance=acceptance)
+        return self._observe(jax.random.split(key), state, obs, self.sweeps)
+
+    def _observe(self, keys: jax.Array, state: ParticleState, obs: Observations, sweeps: int,
+                 reweight: bool = True) -> tuple[ParticleState, BeliefInfo]:
+        """Move the particles to `obs`: with `reweight`, reweight (and maybe resample) with
+        `keys[0]` first; then `sweeps` MH sweeps with `keys[-1]`. Runs the sweeps as `mh_kernel`
+        says; "auto" is resolved when the program is lowered (the fused kernel for CUDA)."""
+        n_steps = sweeps * self.config.n_ships
+        mode = self.mh_kernel
+        if mode != "xla" and not mh_kernel.applies(self.config, keys[-1], self.n_particles,
+                                                   n_steps):
+            mode = "xla"
+        observe = functools.partial(self._observe_with, sweeps=sweeps, reweight=reweight)
+        if mode == "auto":
+            return lax.platform_dependent(keys, state, obs,
+                                          cuda=functools.partial(observe, mode="pallas"),
+                                          default=functools.partial(observe, mode="xla"))
+        return observe(keys, state, obs, mode=mode)
+
+    def _observe_with(self, keys, state, obs, *, sweeps, reweight, mode):
+        # The XLA loop reads each placement's answer term from a `[2**Q]` table built once per
+        # observation (`constraints.answer_evidence`); the fused kernel, and the reweighting
+        # before it, intersect the board with each question and sum the terms, with no table
+        # (128 KiB a game at Q = 15) and no per-span masks to build. The values are equal bit
+        # for bit (`constraints.answer_sums`).
+        evidence = self._evidence(state, obs) if mode == "xla" else None
+        ess, targets, ancestors = jnp.float32(self.n_particles), state.log_target, None
+        if reweight:
+            log_weights, targets, ancestors, ess = self._reweight(keys[0], state, obs, evidence)
+            state = state.replace(log_weights=log_weights)
+        n_steps = sweeps * self.config.n_ships
+        if mode == "xla":
+            spans = state.spans if ancestors is None else state.spans[ancestors]
+            targets = targets if ancestors is None else targets[ancestors]
+            spans, target, accepted = self._sweeps_xla(keys[-1], spans, targets, obs, evidence,
+                                                       n_steps)
+        else:  # the kernel gathers the resampled particles itself
+            spans, target, accepted = mh_kernel.rejuvenate(
+                self.config, keys[-1], state.spans, targets, obs,
+                state.answers.log_likelihood, n_steps, PENALTY, ancestors=ancestors,
+                interpret=mode == "interpret")
+        acceptance = jnp.sum(accepted).astype(jnp.float32) / (n_steps * self.n_particles)
+        return (state.replace(spans=spans, log_target=target),
+                BeliefInfo(ess=ess.astype(jnp.float32), acceptance=acceptance))
 
     def _reweight(self, key: jax.Array, state: ParticleState, obs: Observations,
-                  evidence: constraints.AnswerEvidence) -> tuple[ParticleState, jax.Array]:
+                  evidence: constraints.AnswerEvidence | None):
         """Multiply weights by target(obs) / target(previous evidence); resample if ESS < P/2.
-        `evidence` is `constraints.answer_evidence` of `obs`. Returns (state, `[]` the ESS)."""
-        targets = jax.vmap(lambda s: log_target(self.config, s, obs, evidence))(state.spans)
+        `evidence` is `constraints.answer_evidence` of `obs` (None: the answers are intersected
+        with each board).
+
+        Returns:
+          (`[P]` the new log weights, `[P]` each particle's target under `obs`, `[P]` int32 the
+          ancestor of each new particle (the identity when it does not resample), `[]` the ESS).
+          The particles and targets are not gathered here: the caller (or the fused kernel) reads
+          them through the ancestors.
+        """
+        likelihood = state.answers.log_likelihood
+        targets = jax.vmap(lambda s: log_target(self.config, s, obs, evidence, likelihood))(
+            state.spans)
         log_weights = state.log_weights + (targets - state.log_target)
         log_weights = log_weights - jnp.max(log_weights)
         weights = jnp.exp(log_weights)
         ess = jnp.square(jnp.sum(weights)) / jnp.sum(jnp.square(weights))
         resample = ess < self.n_particles / 2
-        index = jnp.where(resample, systematic_resample(key, log_weights),
-                          jnp.arange(self.n_particles))
-        return state.replace(spans=state.spans[index],
-                             log_weights=jnp.where(resample, 0.0, log_weights),
-                             log_target=targets[index]), ess
+        ancestors = jnp.where(resample, systematic_resample(key, log_weights),
+                              jnp.arange(self.n_particles))
+        return jnp.where(resample, 0.0, log_weights), targets, ancestors, ess
 
     def answer_model(self, state: ParticleState) -> AnswerModel:
         return state.answers
 
-    def _evidence(self, state: ParticleState, obs: Observations) -> constraints.AnswerEvidence:
-        """The answer evidence of `obs` under the state's answer model."""
-        return constraints.answer_evidence(self.config, obs,
+    def _evidence(self, state: ParticleState, obs: Observations, table: bool = True
+                  ) -> constraints.AnswerEvidence:
+        """The answer evidence of `obs` under the state's answer model (`table`: with the
+        `[2**Q]` sums table)."""
+        return constraints.answer_evidence(self.config, obs, table=table,
                                            likelihood=state.answers.log_likelihood)
 
     def weighted_particles(self, state: ParticleState) -> tuple[chex.Array, chex.Array]:
@@ -207,34 +257,6 @@ class ParticleSampler(Sampler):
         _, spans = lax.scan(place, jnp.zeros(cfg.n_words, jnp.uint32),
                             (keys, lengths))
         return spans
-
-    def _rejuvenate(self, key: jax.Array, state: ParticleState, obs: Observations,
-                    evidence: constraints.AnswerEvidence, sweeps: int
-                    ) -> tuple[ParticleState, jax.Array]:
-        """`sweeps` MH sweeps targeting `obs` (`evidence`: its `constraints.answer_evidence`).
-        Returns (state, `[]` float32 the fraction of moves accepted)."""
-        n_steps = sweeps * self.config.n_ships
-        args = (key, state.spans, state.log_target, obs, evidence)
-        fused = functools.partial(self._sweeps_fused, n_steps=n_steps)
-        loop = functools.partial(self._sweeps_xla, n_steps=n_steps)
-        mode = self.mh_kernel
-        if mode != "xla" and not mh_kernel.applies(self.config, key, self.n_particles, n_steps):
-            mode = "xla"
-        if mode == "auto":
-            # Resolved when the program is lowered: the fused kernel for a CUDA GPU only.
-            spans, target, accepted = lax.platform_dependent(
-                *args, cuda=fused, default=loop)
-        elif mode == "xla":
-            spans, target, accepted = loop(*args)
-        else:
-            spans, target, accepted = fused(*args, interpret=mode == "interpret")
-        acceptance = jnp.sum(accepted).astype(jnp.float32) / (n_steps * self.n_particles)
-        return state.replace(spans=spans, log_target=target), acceptance
-
-    def _sweeps_fused(self, key, spans, target, obs, evidence, n_steps, interpret=False):
-        return mh_kernel.rejuvenate(self.config, key, spans, target, obs.hit_bits,
-                                    obs.miss_bits, evidence, n_steps, PENALTY,
-                                    interpret=interpret)
 
     def _sweeps_xla(self, key, spans, target, obs, evidence, n_steps):
         """The MH steps as an XLA loop. Returns (`[P, S]` spans, `[P]` targets, `[P]` int32

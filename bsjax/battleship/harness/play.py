@@ -67,19 +67,60 @@ def play_turns(player, keys: jax.Array, params, states: GameState, carries, buff
     turn_fn = jax.vmap(player.turn_one)
     max_turns = player.config.max_turns
 
-    def cond(carry):
-        states, _, _, turn, requests = carry
+    def going(states, turn, requests):
+        # Decided at the end of the body, not in the loop's condition: it fuses with the
+        # body's last kernels, and the condition launches none (a GPU's launches per turn).
         stop = jnp.any(requests) if stop_on_request else jnp.bool_(False)
         return (turn < max_turns) & ~jnp.all(states.done) & ~stop
 
     def body(carry):
-        states, carries, buffer, turn, _ = carry
+        states, carries, words, turn, _, _ = carry
         states, carries, record = turn_fn(turn_keys(keys, turn), params, states, carries)
-        buffer = jax.tree.map(lambda b, r: b.at[:, turn].set(r), buffer, record)
-        return states, carries, buffer, turn + 1, record.llm_request & real
+        words = words.at[:, turn].set(pack(record))  # one write per turn, not one per field
+        requests = record.llm_request & real
+        return states, carries, words, turn + 1, requests, going(states, turn + 1, requests)
 
-    start = (states, carries, buffer, jnp.asarray(turn, jnp.int32), jnp.zeros_like(real))
-    return jax.lax.while_loop(cond, body, start)
+    pack, unpack = record_packing(buffer)
+    turn = jnp.asarray(turn, jnp.int32)
+    requests = jnp.zeros_like(real)
+    start = (states, carries, pack(buffer), turn, requests, going(states, turn, requests))
+    states, carries, words, turn, requests, _ = jax.lax.while_loop(
+        lambda carry: carry[-1], body, start)
+    return states, carries, unpack(words), turn, requests
+
+
+def record_packing(buffer: TurnRecord):
+    """(pack, unpack): a record's fields as one array of 32-bit words and back, bit for bit.
+
+    pack maps leaves `[G, *batch, ...]` to `[G, *batch, R]` uint32 (floats and ints bitcast,
+    bools as 0/1), so the turn loop writes a turn's record with one kernel instead of one per
+    field (on a GPU, one launch each). Records holding 64-bit values (float64 reference runs)
+    are left as they are: pack and unpack are then the identity."""
+    leaves, tree = jax.tree.flatten(buffer)
+    if not all(leaf.dtype == jnp.bool_ or leaf.dtype.itemsize == 4 for leaf in leaves):
+        return (lambda record: record), (lambda words: words)
+    batch = leaves[0].shape[:2]                       # [G, T] of the buffer
+    sizes = [int(np.prod(leaf.shape[2:], dtype=int)) for leaf in leaves]
+
+    def pack(record):
+        lead = jax.tree.leaves(record)[0].ndim - (leaves[0].ndim - 2)  # 2: buffer, 1: a turn
+        words = []
+        for leaf, size in zip(jax.tree.leaves(record), sizes):
+            flat = leaf.reshape(*leaf.shape[:lead], size)
+            words.append(flat.astype(jnp.uint32) if leaf.dtype == jnp.bool_
+                         else jax.lax.bitcast_convert_type(flat, jnp.uint32))
+        return jnp.concatenate(words, axis=-1)
+
+    def unpack(words):
+        out, start = [], 0
+        for leaf, size in zip(leaves, sizes):
+            flat = words[..., start:start + size].reshape(*batch, *leaf.shape[2:])
+            out.append(flat != 0 if leaf.dtype == jnp.bool_
+                       else jax.lax.bitcast_convert_type(flat, leaf.dtype))
+            start += size
+        return jax.tree.unflatten(tree, out)
+
+    return pack, unpack
 
 
 def records_by_turn(buffer: TurnRecord, turns_played: int) -> TurnRecord:
