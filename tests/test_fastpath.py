@@ -56,3 +56,21 @@ def test_categorical_equals_jax_random_categorical(seed, allowed):
     logits = jnp.where(jnp.asarray(allowed), 0.0, -jnp.inf)
     key = jax.random.key(seed)
     assert int(fastpath.categorical(key, logits)) == int(jax.random.categorical(key, logits))
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(1, 20), width=st.integers(0, 3), index=st.data(),
+       seed=st.integers(0, 2**16))
+def test_set_at_and_add_at_equal_the_scatters(rows, width, index, seed):
+    i = index.draw(st.integers(0, rows - 1))
+    rng = np.random.default_rng(seed)
+    shape = (rows,) + ((width,) if width else ())
+    ints = jnp.asarray(rng.integers(-9, 9, shape), jnp.int32)
+    value = jnp.asarray(rng.integers(-9, 9, shape[1:]), jnp.int32)
+    np.testing.assert_array_equal(fastpath.set_at(ints, jnp.int32(i), value),
+                                  ints.at[i].set(value))
+    np.testing.assert_array_equal(fastpath.add_at(ints, jnp.int32(i), value),
+                                  ints.at[i].add(value))
+    bools = ints > 0
+    np.testing.assert_array_equal(fastpath.set_at(bools, jnp.int32(i), True),
+                                  bools.at[i].set(True))

@@ -100,3 +100,29 @@ def test_a_turn_loop_compiles_for_an_h100_without_a_gpu():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
+
+
+# Launches per game-turn on the H100 target at G = 54 (see docs/throughput.md): the fused MH
+# kernel and the turn body's fusions keep them here; a change that splits them fails this.
+LAUNCH_BUDGETS = {"greedy": 30, "wma": 60, "bayes": 60, "mra": 72}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax_cuda12_plugin") is None,
+                    reason="the CUDA compiler plugin is not installed (make gpu-check)")
+def test_turns_stay_within_their_launch_budgets_on_an_h100():
+    import json
+    import subprocess
+    import sys
+    code = ("import os, json; os.environ['JAX_PLATFORMS'] = 'cpu'\n"
+            "from bsjax.battleship.harness import aot, experiment\n"
+            "out = {}\n"
+            f"for agent in {sorted(LAUNCH_BUDGETS)!r}:\n"
+            "    cfg = experiment.RunConfig(agent=agent)\n"
+            "    player = experiment.make_player(cfg, experiment.validate(cfg)[0])\n"
+            "    out[agent] = aot.compile_turn_loop(player, 54)['launches_per_turn']\n"
+            "print(json.dumps(out))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    launches = json.loads(done.stdout.strip().splitlines()[-1])
+    assert all(launches[a] <= LAUNCH_BUDGETS[a] for a in LAUNCH_BUDGETS), launches

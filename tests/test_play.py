@@ -79,3 +79,38 @@ def test_play_compiles_once_per_player_and_batch_shape():
                    jnp.asarray(seeds.astype(np.int32)))
     init, turns = _compiled(player)
     assert init._cache_size() == 1 and turns._cache_size() == 1
+
+
+def test_records_pack_into_words_and_back_bit_for_bit():
+    from bsjax.battleship.harness.play import record_packing
+    rng = np.random.default_rng(0)
+    floats = rng.normal(size=(3, 5)).astype(np.float32)
+    floats[0, 0], floats[1, 1], floats[2, 2] = np.nan, -0.0, np.inf
+    buffer = {"f": jnp.asarray(floats), "i": jnp.asarray(rng.integers(-5, 5, (3, 5)), jnp.int32),
+              "b": jnp.asarray(rng.random((3, 5)) < 0.5),
+              "v": jnp.asarray(rng.integers(0, 2**32, (3, 5, 4), dtype=np.uint32))}
+    pack, unpack = record_packing(buffer)
+    words = pack(buffer)
+    assert words.shape == (3, 5, 1 + 1 + 1 + 4) and words.dtype == jnp.uint32
+    back = unpack(words)
+    for name in buffer:
+        assert back[name].dtype == buffer[name].dtype
+        np.testing.assert_array_equal(np.asarray(back[name]).view(np.uint8),
+                                      np.asarray(buffer[name]).view(np.uint8))
+    one_turn = jax.tree.map(lambda x: x[:, 2], buffer)
+    np.testing.assert_array_equal(pack(one_turn), words[:, 2])
+    with jax.enable_x64(True):  # 64-bit records are written as they are
+        wide = {"d": jnp.zeros((2, 3), jnp.float64)}
+        pack, unpack = record_packing(wide)
+        assert pack(wide) is wide and unpack(wide) is wide
+
+
+def test_the_gpu_autotuning_level_is_checked(monkeypatch):
+    from bsjax.battleship.harness import play
+    monkeypatch.delenv(play.AUTOTUNE_VARIABLE, raising=False)
+    assert play.compiler_options() == {"xla_gpu_autotune_level": 0}
+    monkeypatch.setenv(play.AUTOTUNE_VARIABLE, "4")
+    assert play.compiler_options() == {"xla_gpu_autotune_level": 4}
+    monkeypatch.setenv(play.AUTOTUNE_VARIABLE, "fast")
+    with pytest.raises(ValueError, match="must be 0, 1, 2, 3 or 4"):
+        play.compiler_options()

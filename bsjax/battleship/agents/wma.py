@@ -104,7 +104,7 @@ class WMAAgent(Agent):
         # The reference stores the post-ask turn: a question asked at turn 17 counts as late.
         late_ask = view.turn + 1 >= params.late_game_turn
         state = WMAState(
-            asked=state.asked.at[question].set(state.asked[question] | ask),
+            asked=state.asked | (ask & (jnp.arange(state.asked.shape[0]) == question)),
             coarse_used=state.coarse_used + (ask & ~late_ask & coarse_family[question]),
             late_used=state.late_used + (ask & late_ask),
         )

@@ -96,8 +96,9 @@ class WMAReflectiveAgent(MRAAgent):
         baseline = hits / total
         # WMA counts a question asked at turn late_game_turn - 1 as late (the reference's quirk).
         late_ask = view.turn + 1 >= record.policy.salvage_start_turn
-        used = record.used.at[COARSE].add((ask & ~late_ask & coarse_family[question]).astype(jnp.int32))
-        used = used.at[LATE].add((ask & late_ask).astype(jnp.int32))
+        used = fastpath.add_at(record.used, COARSE,
+                               (ask & ~late_ask & coarse_family[question]).astype(jnp.int32))
+        used = fastpath.add_at(used, LATE, (ask & late_ask).astype(jnp.int32))
         record = record.replace(
             frontier_count=jnp.sum(frontier, dtype=jnp.int32),
             largest_cluster=jnp.max(sizes).astype(jnp.int32),
@@ -106,7 +107,7 @@ class WMAReflectiveAgent(MRAAgent):
             pred_answer_prob=jnp.where(ask, features.p_yes[question], 0.0),
             pred_gain=jnp.where(ask, jnp.maximum(0.0, bq - baseline), p[cell] / total),
             pred_baseline=baseline, used=used,
-            asked=record.asked.at[question].set(record.asked[question] | ask),
+            asked=record.asked | (ask & (jnp.arange(record.asked.shape[0]) == question)),
             revised_now=jnp.bool_(False), llm_request=jnp.bool_(False),
             question_mode=jnp.where(coarse_phase, COARSE, LATE).astype(jnp.int32),
         )

@@ -69,12 +69,13 @@ def _popcount(x: jnp.ndarray) -> jnp.ndarray:
 
 def _kernel(key_ref, hit_ref, miss_ref, question_ref, answers_ref, asked_ref, match_ref,
             mismatch_ref, bits_ref, length_ref, offset_ref, count_ref, neighbours_ref,
-            spans_ref, target_ref, ancestors_ref, spans_out, target_out, accepted_out, *,
+            spans_ref, target_ref, cumulative_ref, u_ref, apply_ref,
+            spans_out, target_out, accepted_out, *,
             n_ships: int, n_words: int, n_questions: int, n_particles: int, n_steps: int,
             penalty: float):
     """One program: `n_steps` MH steps of a block of particles (see `ParticleSampler._mh_step`,
     whose arithmetic this repeats operation for operation)."""
-    block = ancestors_ref.shape[0]
+    block = BLOCK
     lane = pl.program_id(0) * block + lax.broadcasted_iota(jnp.int32, (block,), 0)
     real = lane < n_particles  # the last block may run past P
     key_hi, key_lo = key_ref[0], key_ref[1]
@@ -139,9 +140,17 @@ def _kernel(key_ref, hit_ref, miss_ref, question_ref, answers_ref, asked_ref, ma
         return spans, jnp.where(accept, new_target, target), accepted + accept.astype(jnp.int32)
 
     rows = pl.ds(0, block)
-    # Each lane starts from its ancestor's particle (the resampling's gather, done here); lanes
-    # past P read particle 0 and write nothing.
-    ancestor = pl_triton.load(ancestors_ref.at[rows], mask=real, other=0)
+    # Each lane starts from its ancestor (`particles.ancestors`, searched here step for step:
+    # lane p takes the first particle whose cumulative weight reaches (u + p) / P); lanes past P
+    # compute a particle and write nothing.
+    position = (u_ref[0] + lane.astype(jnp.float32)) / n_particles
+    low, high = jnp.zeros((block,), jnp.uint32), jnp.full((block,), n_particles, jnp.uint32)
+    for _ in range(int(np.ceil(np.log2(n_particles + 1)))):
+        mid = low + (high - low) // 2
+        left = position <= cumulative_ref[mid.astype(jnp.int32)]
+        low, high = jnp.where(left, low, mid), jnp.where(left, mid, high)
+    searched = jnp.clip(high.astype(jnp.int32), 0, n_particles - 1)
+    ancestor = jnp.where(apply_ref[0] != 0, jnp.where(real, searched, 0), lane * real)
     carry = ([spans_ref[ancestor * n_ships + k] for k in range(n_ships)],
              target_ref[ancestor], jnp.zeros((block,), jnp.int32))
     spans, target, accepted = lax.fori_loop(0, n_steps, step, carry)
@@ -153,7 +162,7 @@ def _kernel(key_ref, hit_ref, miss_ref, question_ref, answers_ref, asked_ref, ma
 
 def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: jnp.ndarray,
                obs: Observations, likelihood: tuple[jnp.ndarray, jnp.ndarray], n_steps: int,
-               penalty: float, ancestors: jnp.ndarray | None = None, interpret: bool = False
+               penalty: float, resampling=None, interpret: bool = False
                ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
     """`n_steps` MH steps of one game's particles in one kernel; the key is consumed.
 
@@ -162,37 +171,42 @@ def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: j
       obs: the observation the steps target (shots, questions, answers).
       likelihood: (`[]` ln L(match), `[]` ln L(mismatch)) of the answer model, float32.
       penalty: the log target per violated shot.
-      ancestors: `[P]` int32: particle p starts from `spans[ancestors[p]]` (a resampling);
-        None: from its own.
+      resampling: a `particles.Resampling` to apply first (its search and gather are done in
+        the kernel); None: each particle moves from itself.
       interpret: run Pallas's interpreter (any backend; for tests on a CPU).
     Returns:
       (`[P, S]` spans, `[P]` targets, `[P]` int32 moves accepted per particle).
     """
     n_particles, n_ships = spans.shape
-    if ancestors is None:
-        ancestors = jnp.arange(n_particles, dtype=jnp.int32)
+    if resampling is None:
+        cumulative, u, apply = (jnp.zeros((n_particles,), jnp.float32), jnp.zeros((1,)),
+                                jnp.zeros((1,), jnp.int32))
+    else:
+        cumulative, u, apply = (resampling.cumulative, resampling.u.reshape(1),
+                                resampling.apply.astype(jnp.int32).reshape(1))
     tables = [jnp.asarray(t) for t in _tables(config.rows, config.cols,
                                               tuple(sorted(config.ship_lengths)))]
     log_match, log_mismatch = (jnp.asarray(x, jnp.float32).reshape(1) for x in likelihood)
     # Every input as the turn has it (reshapes are free): no kernel runs before this one.
     whole = [jax.random.key_data(key).astype(jnp.uint32), obs.hit_bits, obs.miss_bits,
              obs.question_bits.reshape(-1), obs.answers, obs.n_questions.reshape(1),
-             log_match, log_mismatch, *tables, spans.reshape(-1), target]
+             log_match, log_mismatch, *tables, spans.reshape(-1), target, cumulative,
+             u.astype(jnp.float32), apply]
     kernel = functools.partial(
         _kernel, n_ships=n_ships, n_words=config.n_words, n_questions=config.max_questions,
         n_particles=n_particles, n_steps=n_steps, penalty=penalty)
     full = [pl.BlockSpec(x.shape, lambda i, n=x.ndim: (0,) * n) for x in whole]
     rows = pl.BlockSpec((BLOCK, n_ships), lambda i: (i, 0))
-    lanes = pl.BlockSpec((BLOCK,), lambda i: (i,))  # the ancestors, the outputs
+    lanes = pl.BlockSpec((BLOCK,), lambda i: (i,))
     return pl.pallas_call(
         kernel, grid=(pl.cdiv(n_particles, BLOCK),),
-        in_specs=[*full, lanes], out_specs=[rows, lanes, lanes],
+        in_specs=full, out_specs=[rows, lanes, lanes],
         out_shape=[jax.ShapeDtypeStruct(spans.shape, jnp.int32),
                    jax.ShapeDtypeStruct((n_particles,), jnp.float32),
                    jax.ShapeDtypeStruct((n_particles,), jnp.int32)],
         # Triton: a warp per 32 lanes, no software pipelining (the steps depend on each other).
         compiler_params=pl_triton.CompilerParams(num_warps=BLOCK // 32, num_stages=1),
-        interpret=interpret, name="mh_sweeps")(*whole, ancestors.astype(jnp.int32))
+        interpret=interpret, name="mh_sweeps")(*whole)
 
 
 __all__ = ["BLOCK", "MODES", "applies", "rejuvenate"]

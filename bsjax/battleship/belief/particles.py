@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import NamedTuple
 
 import chex
 import jax
@@ -81,15 +82,33 @@ def log_target(config: GameConfig, spans: jnp.ndarray, obs: Observations,
     return log_likelihood - PENALTY * violations(config, ship_bits, obs).astype(jnp.float32)
 
 
-def systematic_resample(key: jax.Array, log_weights: jnp.ndarray) -> jnp.ndarray:
-    """`[P]` ancestor indices by systematic resampling (static shape). The key is consumed."""
-    n = log_weights.shape[0]
-    weights = jax.nn.softmax(log_weights)
-    positions = (jax.random.uniform(key) + jnp.arange(n)) / n
-    # Unrolled: the same binary search, as straight-line code that fuses into one kernel (a
-    # loop would cost a GPU three launches per step).
-    return jnp.clip(jnp.searchsorted(jnp.cumsum(weights), positions, method="scan_unrolled"),
-                    0, n - 1)
+class Resampling(NamedTuple):
+    """A systematic resampling, before its search: new particle p is the first index whose
+    cumulative weight reaches `(u + p) / P`.
+
+    Attributes:
+      cumulative: `[P]` float32 cumulative normalised weights.
+      u: `[]` float32 the uniform offset.
+      apply: `[]` bool whether to resample at all (else every particle is its own ancestor).
+    """
+
+    cumulative: chex.Array
+    u: chex.Array
+    apply: chex.Array
+
+
+def resampling(key: jax.Array, log_weights: jnp.ndarray, apply: jnp.ndarray) -> Resampling:
+    """The systematic resampling of `[P]` log weights; the key is consumed."""
+    return Resampling(jnp.cumsum(jax.nn.softmax(log_weights)), jax.random.uniform(key), apply)
+
+
+def ancestors(plan: Resampling) -> jnp.ndarray:
+    """`[P]` int32 ancestor indices of `plan` (static shape)."""
+    n = plan.cumulative.shape[0]
+    positions = (plan.u + jnp.arange(n)) / n
+    # A binary search (`mh_kernel` repeats it step for step on a GPU).
+    index = jnp.clip(jnp.searchsorted(plan.cumulative, positions), 0, n - 1)
+    return jnp.where(plan.apply, index, jnp.arange(n))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,54 +154,55 @@ class ParticleSampler(Sampler):
         zeros = jnp.zeros(self.n_particles, jnp.float32)
         no_evidence = rules_lib.empty_observations(self.config, obs.ship_lengths)
         state = ParticleState(spans=spans, log_weights=zeros, log_target=zeros, answers=answers)
-        state, _ = self._observe(k_prior[None], state, no_evidence, self.init_sweeps,
-                                reweight=False)
-        return self._observe(jnp.stack([k_resample, k_mh]), state, obs, self.sweeps)[0]
+        state, _ = self._observe(None, k_prior, state, no_evidence, self.init_sweeps)
+        return self._observe(k_resample, k_mh, state, obs, self.sweeps)[0]
 
     def update(self, key: jax.Array, state: ParticleState, obs: Observations
                ) -> tuple[ParticleState, BeliefInfo]:
         """Reweight by the new evidence, resample if ESS < P/2, rejuvenate. The key is consumed.
         Info: the ESS of the reweighted particles, the acceptance of the MH moves."""
-        return self._observe(jax.random.split(key), state, obs, self.sweeps)
+        k_resample, k_mh = jax.random.split(key)
+        return self._observe(k_resample, k_mh, state, obs, self.sweeps)
 
-    def _observe(self, keys: jax.Array, state: ParticleState, obs: Observations, sweeps: int,
-                 reweight: bool = True) -> tuple[ParticleState, BeliefInfo]:
-        """Move the particles to `obs`: with `reweight`, reweight (and maybe resample) with
-        `keys[0]` first; then `sweeps` MH sweeps with `keys[-1]`. Runs the sweeps as `mh_kernel`
+    def _observe(self, k_resample: jax.Array | None, k_mh: jax.Array, state: ParticleState,
+                 obs: Observations, sweeps: int) -> tuple[ParticleState, BeliefInfo]:
+        """Move the particles to `obs`: reweight (and maybe resample) with `k_resample` (None:
+        no reweighting), then `sweeps` MH sweeps with `k_mh`. Runs the sweeps as `mh_kernel`
         says; "auto" is resolved when the program is lowered (the fused kernel for CUDA)."""
         n_steps = sweeps * self.config.n_ships
         mode = self.mh_kernel
-        if mode != "xla" and not mh_kernel.applies(self.config, keys[-1], self.n_particles,
+        if mode != "xla" and not mh_kernel.applies(self.config, k_mh, self.n_particles,
                                                    n_steps):
             mode = "xla"
-        observe = functools.partial(self._observe_with, sweeps=sweeps, reweight=reweight)
+        observe = functools.partial(self._observe_with, sweeps=sweeps)
         if mode == "auto":
-            return lax.platform_dependent(keys, state, obs,
+            return lax.platform_dependent(k_resample, k_mh, state, obs,
                                           cuda=functools.partial(observe, mode="pallas"),
                                           default=functools.partial(observe, mode="xla"))
-        return observe(keys, state, obs, mode=mode)
+        return observe(k_resample, k_mh, state, obs, mode=mode)
 
-    def _observe_with(self, keys, state, obs, *, sweeps, reweight, mode):
+    def _observe_with(self, k_resample, k_mh, state, obs, *, sweeps, mode):
         # The XLA loop reads each placement's answer term from a `[2**Q]` table built once per
         # observation (`constraints.answer_evidence`); the fused kernel, and the reweighting
         # before it, intersect the board with each question and sum the terms, with no table
         # (128 KiB a game at Q = 15) and no per-span masks to build. The values are equal bit
         # for bit (`constraints.answer_sums`).
         evidence = self._evidence(state, obs) if mode == "xla" else None
-        ess, targets, ancestors = jnp.float32(self.n_particles), state.log_target, None
-        if reweight:
-            log_weights, targets, ancestors, ess = self._reweight(keys[0], state, obs, evidence)
+        ess, targets, plan = jnp.float32(self.n_particles), state.log_target, None
+        if k_resample is not None:
+            log_weights, targets, plan, ess = self._reweight(k_resample, state, obs, evidence)
             state = state.replace(log_weights=log_weights)
         n_steps = sweeps * self.config.n_ships
         if mode == "xla":
-            spans = state.spans if ancestors is None else state.spans[ancestors]
-            targets = targets if ancestors is None else targets[ancestors]
-            spans, target, accepted = self._sweeps_xla(keys[-1], spans, targets, obs, evidence,
+            index = None if plan is None else ancestors(plan)
+            spans = state.spans if index is None else state.spans[index]
+            targets = targets if index is None else targets[index]
+            spans, target, accepted = self._sweeps_xla(k_mh, spans, targets, obs, evidence,
                                                        n_steps)
-        else:  # the kernel gathers the resampled particles itself
+        else:  # the kernel resamples the particles itself
             spans, target, accepted = mh_kernel.rejuvenate(
-                self.config, keys[-1], state.spans, targets, obs,
-                state.answers.log_likelihood, n_steps, PENALTY, ancestors=ancestors,
+                self.config, k_mh, state.spans, targets, obs,
+                state.answers.log_likelihood, n_steps, PENALTY, resampling=plan,
                 interpret=mode == "interpret")
         acceptance = jnp.sum(accepted).astype(jnp.float32) / (n_steps * self.n_particles)
         return (state.replace(spans=spans, log_target=target),
@@ -195,10 +215,9 @@ class ParticleSampler(Sampler):
         with each board).
 
         Returns:
-          (`[P]` the new log weights, `[P]` each particle's target under `obs`, `[P]` int32 the
-          ancestor of each new particle (the identity when it does not resample), `[]` the ESS).
-          The particles and targets are not gathered here: the caller (or the fused kernel) reads
-          them through the ancestors.
+          (`[P]` the new log weights, `[P]` each particle's target under `obs`, the
+          `Resampling`, `[]` the ESS). The particles are not resampled here: the caller (or the
+          fused kernel) reads them through the resampling's ancestors.
         """
         likelihood = state.answers.log_likelihood
         targets = jax.vmap(lambda s: log_target(self.config, s, obs, evidence, likelihood))(
@@ -208,9 +227,8 @@ class ParticleSampler(Sampler):
         weights = jnp.exp(log_weights)
         ess = jnp.square(jnp.sum(weights)) / jnp.sum(jnp.square(weights))
         resample = ess < self.n_particles / 2
-        ancestors = jnp.where(resample, systematic_resample(key, log_weights),
-                              jnp.arange(self.n_particles))
-        return jnp.where(resample, 0.0, log_weights), targets, ancestors, ess
+        return (jnp.where(resample, 0.0, log_weights), targets,
+                resampling(key, log_weights, resample), ess)
 
     def answer_model(self, state: ParticleState) -> AnswerModel:
         return state.answers

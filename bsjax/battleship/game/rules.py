@@ -11,6 +11,7 @@ from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import bitboard, refrng
 from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.types import GameState, Observations
+from bsjax.core import fastpath
 
 
 def empty_observations(config: GameConfig, ship_lengths: jnp.ndarray) -> Observations:
@@ -73,8 +74,8 @@ def answer(key: jax.Array, config: GameConfig, state: GameState, region: jnp.nda
     obs = state.obs
     slot = jnp.minimum(state.questions, config.max_questions - 1)
     obs = obs.replace(
-        question_bits=obs.question_bits.at[slot].set(region),
-        answers=obs.answers.at[slot].set(recorded),
+        question_bits=fastpath.set_at(obs.question_bits, slot, region),
+        answers=fastpath.set_at(obs.answers, slot, recorded),
         n_questions=obs.n_questions + 1,
     )
     return state.replace(obs=obs, questions=state.questions + 1, spotter_stream=stream), recorded

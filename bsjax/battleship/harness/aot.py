@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 
-from bsjax.battleship.harness.play import play_turns, record_shapes
+from bsjax.battleship.harness.play import compiler_options, play_turns, record_shapes
 from bsjax.battleship.harness.player import Player
 from bsjax.core import hlo
 
@@ -100,7 +100,8 @@ def compile_turn_loop(player: Player, games: int, target: str = "h100") -> dict:
     turn = jax.ShapeDtypeStruct((), jnp.int32, sharding=one)
     jax.clear_caches()
     loop = jax.jit(functools.partial(play_turns, player), donate_argnums=(4,),
-                   out_shardings=(shard, shard, shard, one, shard))
+                   out_shardings=(shard, shard, shard, one, shard),
+                   compiler_options=compiler_options())
     lowered = loop.lower(keys, params, states, carries, buffer, turn, real)
     start = time.perf_counter()
     compiled = lowered.compile()

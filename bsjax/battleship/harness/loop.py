@@ -15,7 +15,8 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from bsjax.battleship.game import bitboard, questions, rules
-from bsjax.battleship.harness.play import empty_records, play_turns, record_shapes, records_by_turn
+from bsjax.battleship.harness.play import (compiler_options, empty_records, play_turns,
+                                          record_shapes, records_by_turn)
 from bsjax.battleship.harness.player import Player
 from bsjax.battleship.types import Action
 
@@ -154,7 +155,7 @@ class BatchRunner:
         # Turns run in the graph until a game needs the host (`play.play_turns`); the buffer of
         # records is donated, so each segment writes in place.
         self._turns = jax.jit(functools.partial(play_turns, player), donate_argnums=(4,),
-                              **self._shardings())
+                              compiler_options=compiler_options(), **self._shardings())
         self._act = jit(jax.vmap(player.act_one))
         self._fold = jit(jax.vmap(jax.random.fold_in, in_axes=(0, None)))
         self.compile_seconds = 0.0

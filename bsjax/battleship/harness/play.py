@@ -13,12 +13,31 @@ array of the loop.
 from __future__ import annotations
 
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from bsjax.battleship.types import GameState, TurnRecord
+
+
+AUTOTUNE_VARIABLE = "BSJAX_GPU_AUTOTUNE_LEVEL"
+
+
+def compiler_options() -> dict:
+    """XLA options of the turn loop's compile: the GPU autotuning level.
+
+    XLA's GPU compiler times candidate kernels for every matrix product while it compiles; for
+    the look-ahead's batched products that search made a WMA batch of 16,384 games compile for
+    minutes. Level 0 (bsjax's default) keeps XLA's own choice of kernel, so compile time does not
+    grow with the batch; `BSJAX_GPU_AUTOTUNE_LEVEL=1..4` turns the search back on (XLA's
+    default is 4). Ignored by other backends.
+    """
+    value = os.environ.get(AUTOTUNE_VARIABLE, "0")
+    if value not in {"0", "1", "2", "3", "4"}:
+        raise ValueError(f"{AUTOTUNE_VARIABLE} must be 0, 1, 2, 3 or 4 (got {value!r})")
+    return {"xla_gpu_autotune_level": int(value)}
 
 
 def turn_keys(keys: jax.Array, turn: jax.Array) -> jax.Array:
@@ -169,8 +188,8 @@ def _compiled(player):
                                                 real, stop_on_request=False)
         return states, buffer, turn
 
-    return jax.jit(jax.vmap(player.init_one)), jax.jit(turns)
+    return jax.jit(jax.vmap(player.init_one)), jax.jit(turns, compiler_options=compiler_options())
 
 
-__all__ = ["empty_records", "play_batch", "play_turns", "record_buffer", "record_shapes",
+__all__ = ["AUTOTUNE_VARIABLE", "compiler_options", "empty_records", "play_batch", "play_turns", "record_buffer", "record_shapes",
            "records_by_turn", "turn_keys"]

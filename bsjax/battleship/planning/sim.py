@@ -120,7 +120,11 @@ def lookahead(config: GameConfig, parts: Particles, answer_matrix: jnp.ndarray,
     best = jnp.max(jnp.where(unknown, marginals, -1.0), axis=-1)
     best = jnp.where((total > 0) & jnp.any(unknown), best, 0.0)
     if rows is not None:
-        best = jnp.zeros((answer_matrix.shape[0], 2), best.dtype).at[rows].set(best)
+        # Back to K rows by a gather with static indices (row R is a zero row): it fuses into
+        # its consumers, where a scatter would be a kernel of its own on a GPU.
+        source = np.full(answer_matrix.shape[0], len(rows))
+        source[rows] = np.arange(len(rows))
+        best = jnp.concatenate([best, jnp.zeros((1, 2), best.dtype)])[source]
     return Lookahead(all_p_yes, best)
 
 
