@@ -96,3 +96,21 @@ def test_protocols_the_kernel_does_not_cover_keep_the_loop():
     assert mh_kernel.applies(PAPER, jax.random.key(0), 500, 16)
     with pytest.raises(ValueError, match="unknown mh_kernel"):
         ParticleSampler(PAPER, mh_kernel="triton")
+
+
+def test_the_tpu_loop_without_tables_moves_as_the_table_loop():
+    """What `auto` runs on a TPU: the XLA loop intersecting boards with the questions instead of
+    reading the per-observation tables (less memory per game)."""
+    config, n_particles = CONFIGS["paper"]
+    sampler = ParticleSampler(config, n_particles=n_particles)
+    obs = _observation(config, (4, 6), 3, [True, False, True], 7)
+    state = sampler.init(jax.random.key(3), _observation(config, (0, 0), 0, [True] * 3, 0),
+                         jnp.int32(0))
+    keys = jax.random.split(jax.random.key(4))
+
+    def observe(mode):
+        return jax.jit(functools.partial(sampler._observe_with, sweeps=4, mode=mode))(
+            keys[0], keys[1], state, obs)
+
+    for a, b in zip(jax.tree.leaves(observe("xla")), jax.tree.leaves(observe("xla-direct"))):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -122,7 +122,8 @@ class ParticleSampler(Sampler):
       mh_kernel: how the MH sweeps run (`mh_kernel.MODES`): "xla", a loop of XLA kernels;
         "pallas", one fused kernel per update (GPUs: ~1 launch instead of ~13 per step);
         "interpret", that kernel in Pallas's interpreter (any backend; tests); "auto", the fused
-        kernel when compiling for a CUDA GPU and the XLA loop elsewhere. All play the same moves.
+        kernel when compiling for a CUDA GPU, on a TPU the XLA loop without the per-observation
+        tables (less memory per game), the XLA loop elsewhere. All play the same moves.
     """
 
     config: GameConfig
@@ -178,27 +179,29 @@ class ParticleSampler(Sampler):
         if mode == "auto":
             return lax.platform_dependent(k_resample, k_mh, state, obs,
                                           cuda=functools.partial(observe, mode="pallas"),
+                                          tpu=functools.partial(observe, mode="xla-direct"),
                                           default=functools.partial(observe, mode="xla"))
         return observe(k_resample, k_mh, state, obs, mode=mode)
 
     def _observe_with(self, k_resample, k_mh, state, obs, *, sweeps, mode):
-        # The XLA loop reads each placement's answer term from a `[2**Q]` table built once per
-        # observation (`constraints.answer_evidence`); the fused kernel, and the reweighting
-        # before it, intersect the board with each question and sum the terms, with no table
-        # (128 KiB a game at Q = 15) and no per-span masks to build. The values are equal bit
-        # for bit (`constraints.answer_sums`).
+        # mode "xla" reads each placement's answer term from a `[2**Q]` table built once per
+        # observation (`constraints.answer_evidence`); the fused kernel and "xla-direct" (the
+        # XLA loop a TPU runs), and the reweighting before them, intersect the board with each
+        # question and sum the terms, with no table (128 KiB a game at Q = 15) and no per-span
+        # masks to build. The values are equal bit for bit (`constraints.answer_sums`).
         evidence = self._evidence(state, obs) if mode == "xla" else None
+        likelihood = state.answers.log_likelihood
         ess, targets, plan = jnp.float32(self.n_particles), state.log_target, None
         if k_resample is not None:
             log_weights, targets, plan, ess = self._reweight(k_resample, state, obs, evidence)
             state = state.replace(log_weights=log_weights)
         n_steps = sweeps * self.config.n_ships
-        if mode == "xla":
+        if mode in ("xla", "xla-direct"):
             index = None if plan is None else ancestors(plan)
             spans = state.spans if index is None else state.spans[index]
             targets = targets if index is None else targets[index]
             spans, target, accepted = self._sweeps_xla(k_mh, spans, targets, obs, evidence,
-                                                       n_steps)
+                                                       likelihood, n_steps)
         else:  # the kernel resamples the particles itself
             spans, target, accepted = mh_kernel.rejuvenate(
                 self.config, k_mh, state.spans, targets, obs,
@@ -276,7 +279,7 @@ class ParticleSampler(Sampler):
                             (keys, lengths))
         return spans
 
-    def _sweeps_xla(self, key, spans, target, obs, evidence, n_steps):
+    def _sweeps_xla(self, key, spans, target, obs, evidence, likelihood, n_steps):
         """The MH steps as an XLA loop. Returns (`[P, S]` spans, `[P]` targets, `[P]` int32
         moves accepted per particle)."""
         shape = (n_steps, self.n_particles, 4)
@@ -287,7 +290,8 @@ class ParticleSampler(Sampler):
         def step(carry, i):
             spans, target, words, accepted = carry
             spans, target, accept = jax.vmap(
-                lambda s, t, w: self._mh_step(w, s, t, obs, evidence))(spans, target, words)
+                lambda s, t, w: self._mh_step(w, s, t, obs, evidence, likelihood))(
+                    spans, target, words)
             return (spans, target, fastpath.bits_row(key, shape, i + 1),
                     accepted + accept), None
 
@@ -296,7 +300,7 @@ class ParticleSampler(Sampler):
         (spans, target, _, accepted), _ = lax.scan(step, carry, jnp.arange(n_steps))
         return spans, target, accepted
 
-    def _mh_step(self, words, spans, target, obs, evidence):
+    def _mh_step(self, words, spans, target, obs, evidence, likelihood=None):
         """One single-ship Metropolis move of one particle. `words`: `[4]` uint32 randomness;
         `evidence`: `constraints.answer_evidence` of `obs`.
 
@@ -329,7 +333,7 @@ class ParticleSampler(Sampler):
         candidate = jnp.where(kind == 0, uniform_span, shifted)
         valid = candidate >= 0
         proposal = spans.at[ship].set(jnp.where(valid, candidate, current))
-        new_target = log_target(cfg, proposal, obs, evidence)
+        new_target = log_target(cfg, proposal, obs, evidence, likelihood)
         u = refrng.u32_to_unit_float(words[3], jnp.float32)
         accept = valid & (jnp.log(jnp.maximum(u, 1e-30)) < new_target - target)
         return (jnp.where(accept, proposal, spans), jnp.where(accept, new_target, target),
