@@ -57,6 +57,13 @@ def test_auto_batch_fits_the_free_memory_and_the_games(monkeypatch):
     decided = memory.auto_batch_size(player, 10**6)
     assert decided.batch_size == cap and decided.platform == "cpu"
     assert "MiB per game" in decided.describe()
+    # On an accelerator, at most the largest batch whose compile was measured.
+    gpu = type("Device", (), {"platform": "gpu"})()
+    monkeypatch.setattr(memory.jax, "local_devices", lambda: [gpu])
+    decided = memory.auto_batch_size(player, 10**6)
+    assert decided.batch_size == memory.MAX_GAMES_PER_DEVICE and decided.platform == "gpu"
+    assert memory.auto_batch_size(player, 10**6, devices=2).batch_size == \
+        2 * memory.MAX_GAMES_PER_DEVICE
 
 
 def test_auto_batch_plays_the_same_games_as_a_fixed_batch(tmp_path, capsys):

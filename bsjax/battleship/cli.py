@@ -57,7 +57,8 @@ GAME_FLAGS = (
      "choices | free: the published unconstrained call (default schema)"),
     ("--random-boards", int, "boards of the random suite (default 18)"),
     ("--batch-size", checks.batch_size, "games per compiled batch, or auto: as many as fill half "
-     "the free device memory (on a CPU at most 32 a core) (default 512)"),
+     "the free device memory (on a CPU at most 32 a core, on an accelerator at most 65,536 a "
+     "device) (default 512)"),
     ("--devices", int, "shard each batch over the first N local devices (default: all)"),
     ("--events", str, "turn events as jsonl (events.jsonl) | parquet (events/part-*.parquet) | "
      "auto: parquet for runs of more than 2,000 games (default auto)"),

@@ -38,7 +38,7 @@ from bsjax.battleship.types import Observations
 from bsjax.core import fastpath
 
 BLOCK = 128  # particles per program: one lane each
-MODES = ("auto", "xla", "pallas", "interpret")
+MODES = ("auto", "xla", "pallas", "interpret", "lowering")
 _WORDS_PER_STEP = 4  # random words per particle per step: ship, move kind, uniform span, u
 
 

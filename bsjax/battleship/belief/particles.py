@@ -121,9 +121,11 @@ class ParticleSampler(Sampler):
       init_sweeps: MH sweeps that take the sequential initial draw to the uniform prior.
       mh_kernel: how the MH sweeps run (`mh_kernel.MODES`): "xla", a loop of XLA kernels;
         "pallas", one fused kernel per update (GPUs: ~1 launch instead of ~13 per step);
-        "interpret", that kernel in Pallas's interpreter (any backend; tests); "auto", the fused
-        kernel when compiling for a CUDA GPU, on a TPU the XLA loop without the per-observation
-        tables (less memory per game), the XLA loop elsewhere. All play the same moves.
+        "interpret", that kernel in Pallas's interpreter (any backend; tests); "lowering", chosen
+        when the program is lowered: the fused kernel for a CUDA GPU, on a TPU the XLA loop
+        without the per-observation tables (less memory per game), the XLA loop elsewhere (how
+        `harness.aot` compiles for a device that is not there); "auto", the XLA loop when the
+        default backend is a CPU, else "lowering". All play the same moves.
     """
 
     config: GameConfig
@@ -176,7 +178,9 @@ class ParticleSampler(Sampler):
                                                    n_steps):
             mode = "xla"
         observe = functools.partial(self._observe_with, sweeps=sweeps)
-        if mode == "auto":
+        if mode == "auto" and jax.default_backend() == "cpu":
+            mode = "xla"  # decided now: tracing the other platforms' branches costs compile time
+        if mode in ("auto", "lowering"):
             return lax.platform_dependent(k_resample, k_mh, state, obs,
                                           cuda=functools.partial(observe, mode="pallas"),
                                           tpu=functools.partial(observe, mode="xla-direct"),

@@ -14,6 +14,7 @@ check but keeps its compile-only topology); `benchmarks/gpu_check.py` does it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 
@@ -81,6 +82,11 @@ def compile_turn_loop(player: Player, games: int, target: str = "h100") -> dict:
     (nested loops by their trip counts; GPU only), collectives per turn (all-reduces between the
     devices: each is a synchronisation of every device, every turn), and XLA's memory figures
     (bytes, per device and per game)."""
+    if getattr(player.sampler, "mh_kernel", None) == "auto":
+        # Traced on this host's CPU, compiled for `target`: the sampler's kernel is chosen when
+        # the program is lowered, as "auto" does on the device itself.
+        player = dataclasses.replace(
+            player, sampler=dataclasses.replace(player.sampler, mh_kernel="lowering"))
     grid = mesh(target)
     devices = grid.devices.size
     games = -(-games // devices) * devices

@@ -8,7 +8,10 @@ the safe side. `auto_batch_size` then fills a fraction of the free memory of eac
 
 On a CPU memory is rarely the limit: the batch is capped at `CPU_GAMES_PER_CORE` games per core,
 around where measured throughput stops growing (larger CPU batches only run slower, their working
-set falling out of cache).
+set falling out of cache). On an accelerator it is capped at `MAX_GAMES_PER_DEVICE`, the largest
+batch whose compile has been measured (`make gpu-check`: every agent's turn loop compiles for an
+H100 in under 11 s up to 65,536 games); a particle game needs 60–300 KiB, so a large GPU would
+otherwise be filled with batches no compile was ever checked at.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from bsjax.battleship.types import Action
 PROBE_GAMES = 8
 MEMORY_FRACTION = 0.5       # of the free device memory; XLA and the host transfers need the rest
 CPU_GAMES_PER_CORE = 32
+MAX_GAMES_PER_DEVICE = 65_536
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,11 +90,12 @@ def free_device_bytes(device: jax.Device) -> int:
 def auto_batch_size(player, n_games: int, devices: int = 1) -> BatchMemory:
     """The batch size for `n_games` games on the first `devices` local devices: as many games as
     fill `MEMORY_FRACTION` of each device's free memory, at most `n_games`, a whole number of
-    games per device, and on a CPU at most `CPU_GAMES_PER_CORE` per core."""
+    games per device, at most `MAX_GAMES_PER_DEVICE` per device, and on a CPU at most
+    `CPU_GAMES_PER_CORE` per core."""
     device = jax.local_devices()[0]
     per_game = bytes_per_game(player)
     free = free_device_bytes(device)
-    per_device = int(MEMORY_FRACTION * free) // per_game
+    per_device = min(int(MEMORY_FRACTION * free) // per_game, MAX_GAMES_PER_DEVICE)
     if device.platform == "cpu":
         per_device = min(per_device, CPU_GAMES_PER_CORE * (os.cpu_count() or 1))
     wanted = -(-n_games // devices)
@@ -98,4 +103,4 @@ def auto_batch_size(player, n_games: int, devices: int = 1) -> BatchMemory:
     return BatchMemory(batch, per_game, free, devices, device.platform)
 
 
-__all__ = ["BatchMemory", "auto_batch_size", "bytes_per_game", "free_device_bytes"]
+__all__ = ["MAX_GAMES_PER_DEVICE", "BatchMemory", "auto_batch_size", "bytes_per_game", "free_device_bytes"]
