@@ -85,21 +85,36 @@ def test_a_compiled_cpu_loop_counts_its_scans():
     assert counts["outer_per_iteration"] == turn.own + 7 * scan.per_iteration > 7
 
 
-@pytest.mark.skipif(importlib.util.find_spec("jax_cuda12_plugin") is None,
-                    reason="the CUDA compiler plugin is not installed (make gpu-check)")
-def test_a_turn_loop_compiles_for_an_h100_without_a_gpu():
+needs_plugin = pytest.mark.skipif(
+    importlib.util.find_spec("jax_cuda12_plugin") is None,
+    reason="the CUDA compiler plugin is not installed (make gpu-check)")
+
+
+def _launches_on_an_h100(agents, games: int, particles: int = 500) -> dict:
+    """{agent: launches per game-turn} of each agent's turn loop compiled for an H100, in a
+    fresh process (JAX_PLATFORMS must be set before JAX is imported)."""
+    import json
     import subprocess
     import sys
-    code = ("import os; os.environ['JAX_PLATFORMS'] = 'cpu'\n"
+    code = ("import os, json; os.environ['JAX_PLATFORMS'] = 'cpu'\n"
             "from bsjax.battleship.harness import aot, experiment\n"
-            "cfg = experiment.RunConfig(agent='greedy', particles=32)\n"
-            "player = experiment.make_player(cfg, experiment.validate(cfg)[0])\n"
-            "r = aot.compile_turn_loop(player, 8)\n"
-            "assert r['launches_per_turn'] > 10 and r['kib_per_game'] > 0, r\n"
-            "print('ok', r['launches_per_turn'])\n")
+            "out = {}\n"
+            f"for agent in {list(agents)!r}:\n"
+            f"    cfg = experiment.RunConfig(agent=agent, particles={particles})\n"
+            "    player = experiment.make_player(cfg, experiment.validate(cfg)[0])\n"
+            f"    report = aot.compile_turn_loop(player, {games})\n"
+            "    assert report['kib_per_game'] > 0, report\n"
+            "    out[agent] = report['launches_per_turn']\n"
+            "print(json.dumps(out))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@needs_plugin
+def test_a_turn_loop_compiles_for_an_h100_without_a_gpu():
+    assert _launches_on_an_h100(["greedy"], 8, particles=32)["greedy"] > 10
 
 
 # Launches per game-turn on the H100 target at G = 54 (see docs/throughput.md): the fused MH
@@ -107,22 +122,7 @@ def test_a_turn_loop_compiles_for_an_h100_without_a_gpu():
 LAUNCH_BUDGETS = {"greedy": 30, "wma": 60, "bayes": 60, "mra": 72}
 
 
-@pytest.mark.skipif(importlib.util.find_spec("jax_cuda12_plugin") is None,
-                    reason="the CUDA compiler plugin is not installed (make gpu-check)")
+@needs_plugin
 def test_turns_stay_within_their_launch_budgets_on_an_h100():
-    import json
-    import subprocess
-    import sys
-    code = ("import os, json; os.environ['JAX_PLATFORMS'] = 'cpu'\n"
-            "from bsjax.battleship.harness import aot, experiment\n"
-            "out = {}\n"
-            f"for agent in {sorted(LAUNCH_BUDGETS)!r}:\n"
-            "    cfg = experiment.RunConfig(agent=agent)\n"
-            "    player = experiment.make_player(cfg, experiment.validate(cfg)[0])\n"
-            "    out[agent] = aot.compile_turn_loop(player, 54)['launches_per_turn']\n"
-            "print(json.dumps(out))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=900)
-    assert done.returncode == 0, done.stderr[-2000:]
-    launches = json.loads(done.stdout.strip().splitlines()[-1])
+    launches = _launches_on_an_h100(sorted(LAUNCH_BUDGETS), 54)
     assert all(launches[a] <= LAUNCH_BUDGETS[a] for a in LAUNCH_BUDGETS), launches
