@@ -37,6 +37,8 @@ def test_the_paper_fleet():
     c = ceiling.ceiling(PAPER)
     assert c.count.placements == 21_354_072
     assert c.count.board_entropy_bits == pytest.approx(24.171, abs=1e-3)
+    # The table reports read instead of counting again holds exactly this value.
+    assert ceiling.KNOWN_BOARD_ENTROPY[(8, 8, (5, 4, 3, 2))] == c.count.board_entropy_bits
     assert c.shots == pytest.approx(19.21, abs=0.01) and c.f1 == pytest.approx(0.843, abs=1e-3)
 
 
@@ -51,3 +53,9 @@ def test_the_bound_is_tight_where_it_binds_and_monotone():
     assert ceiling.shot_floor(h, t, 40, 0.0) == t            # 40 clean bits tell the board
     assert ceiling.f1_ceiling(t, t) == 1.0
     assert math.isclose(ceiling.f1_ceiling(t, 2 * t), 2 / 3)
+
+
+def test_protocol_ceilings():
+    from bsjax.battleship.config import GRAND
+    assert ceiling.protocol_f1_ceiling(PAPER) == pytest.approx(0.843, abs=1e-3)
+    assert ceiling.protocol_f1_ceiling(GRAND) is None       # colour feedback: no bound claimed

@@ -174,8 +174,9 @@ def test_table_values_and_board_deltas_from_files(tmp_path):
     assert rows["B6"]["status"] == "skipped (--llm none)"
     assert tables.board_delta_f1(data) == pytest.approx({"B01": 0.2, "B02": -0.2})
     text = tables.markdown(data, list(rows.values()))
-    assert "| B4 | L3 | MRA, revision on | 1.2% | 0.5000 | 2/4 | 50.0% | [15.0, 85.0] | 2.0 |" \
-        in text
+    assert "| B4 | L3 | MRA, revision on | 1.2% | 0.5000 | 59.3% | 2/4 | 50.0% | [15.0, 85.0] " \
+        "| 2.0 |" in text                                  # 0.5 of the paper's ceiling, 0.843
+    assert b4["ceiling_share"] == pytest.approx(0.5 / 0.8430, abs=1e-4)
     assert "skipped (--llm none)" in text and "partial 2/4" in text
     csv_lines = tables.to_csv(data, list(rows.values())).splitlines()
     assert csv_lines[0].startswith("id,layer,label,agent,status,llm_rate,avg_f1,wins,games")

@@ -28,6 +28,9 @@ from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import spans as spans_lib
 
 _CHUNK = 1 << 22  # (partial board, span) pairs examined at once
+# H(board) of fleets already counted (rows, cols, lengths) -> bits, so that a report does not
+# count 21 million placements again; `tests/test_ceiling.py` recomputes the entry.
+KNOWN_BOARD_ENTROPY = {(8, 8, (5, 4, 3, 2)): 24.170979466352378}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,6 +140,20 @@ class Ceiling:
     f1: float
 
 
+def protocol_f1_ceiling(config: GameConfig) -> float | None:
+    """The F1 ceiling of a protocol's games (its fleet, question budget and spotter noise), or
+    None where the bound does not apply (hits that reveal colours, or no fixed fleet)."""
+    if config.reveal_colour or config.fleet is None:
+        return None
+    key = (config.rows, config.cols, tuple(sorted(config.fleet, reverse=True)))
+    bits = KNOWN_BOARD_ENTROPY.get(key)
+    if bits is None:
+        bits = placement_count(config).board_entropy_bits
+    cells = int(sum(config.fleet))
+    epsilon = config.epsilon if config.env_noise else 0.0
+    return f1_ceiling(cells, shot_floor(bits, cells, config.max_questions, epsilon))
+
+
 def ceiling(config: GameConfig, lengths: Sequence[int] | None = None,
             questions: int | None = None, epsilon: float | None = None) -> Ceiling:
     """The ceiling of `config` (its fleet, question budget and ε unless given)."""
@@ -149,5 +166,6 @@ def ceiling(config: GameConfig, lengths: Sequence[int] | None = None,
     return Ceiling(count, cells, questions, epsilon, shots, f1_ceiling(cells, shots))
 
 
-__all__ = ["Ceiling", "PlacementCount", "binary_entropy", "ceiling", "f1_ceiling",
-           "placement_count", "question_capacity", "shot_floor"]
+__all__ = ["KNOWN_BOARD_ENTROPY", "Ceiling", "PlacementCount", "binary_entropy", "ceiling",
+           "f1_ceiling", "placement_count", "protocol_f1_ceiling", "question_capacity",
+           "shot_floor"]

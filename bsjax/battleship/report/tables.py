@@ -16,7 +16,9 @@ import io
 import json
 from pathlib import Path
 
+from bsjax.battleship.config import PROTOCOLS
 from bsjax.battleship.harness import summaries
+from bsjax.battleship.report import ceiling
 from bsjax.core import stats
 from bsjax.core.files import (
     command_line,
@@ -42,7 +44,8 @@ PUBLISHED = {
 }
 
 COLUMNS = ("id", "layer", "label", "agent", "status", "llm_rate", "avg_f1", "wins", "games",
-           "win_rate", "ci_low", "ci_high", "avg_questions", "wall_seconds", "published_f1",
+           "win_rate", "ci_low", "ci_high", "avg_questions", "wall_seconds", "ceiling_share",
+           "published_f1",
            "published_wins", "published_games", "published_in_ci", "h2h_vs_random",
            "h2h_vs_greedy")
 
@@ -144,6 +147,7 @@ def table(data: dict, pairs: dict[str, str] | None = None) -> list[dict]:
     """
     by_id = {row["id"]: row for row in data["rows"]}
     published = PUBLISHED.get(data["protocol"], {}) if data["kind"] == "paper" else {}
+    top = _ceiling(data["protocol"])
     out = []
     for row in data["rows"]:
         summary = summaries.summarize(row["games"]) if row["games"] else None
@@ -158,7 +162,8 @@ def table(data: dict, pairs: dict[str, str] | None = None) -> list[dict]:
                          wins=summary["wins"], games=summary["games"],
                          win_rate=summary["win_rate"], ci_low=low, ci_high=high,
                          avg_questions=summary["avg_questions"],
-                         wall_seconds=summary["wall_seconds"])
+                         wall_seconds=summary["wall_seconds"],
+                         ceiling_share=None if top is None else summary["avg_f1"] / top)
         if row["id"] in published:
             f1, wins, games, _, _ = published[row["id"]]
             entry.update(published_f1=f1, published_wins=wins, published_games=games)
@@ -245,14 +250,21 @@ def _paired_markdown(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _ceiling(protocol: str) -> float | None:
+    """The protocol's F1 ceiling (`report.ceiling`), None where no bound applies."""
+    config = PROTOCOLS.get(protocol)
+    return None if config is None else ceiling.protocol_f1_ceiling(config)
+
+
 def markdown(data: dict, rows: list[dict]) -> str:
     """The table as Markdown, in the shape of the paper's unified table."""
     sweep = data["kind"] == "sweep"
     grand = data["protocol"] == "grand"
     has_published = any(r["published_f1"] is not None for r in rows)
+    top = _ceiling(data["protocol"])
     head = ([data["param"]] if sweep else ["row", "layer", "agent"]) + [
-        "LLM rate", "avg F1", "wins", "win rate", "Wilson 95% CI", "avg questions", "games",
-        "wall time"]
+        "LLM rate", "avg F1"] + (["of ceiling"] if top is not None else []) + [
+        "wins", "win rate", "Wilson 95% CI", "avg questions", "games", "wall time"]
     if grand:
         head += ["h2h vs random", "h2h vs greedy"]
     if has_published:
@@ -266,7 +278,8 @@ def markdown(data: dict, rows: list[dict]) -> str:
             cells = first + [r["status"]] + ["–"] * (len(head) - len(first) - 1)
         else:
             cells = first + [
-                _fmt(r["llm_rate"], "pct"), _fmt(r["avg_f1"], "f4"),
+                _fmt(r["llm_rate"], "pct"), _fmt(r["avg_f1"], "f4")] + (
+                [_fmt(r["ceiling_share"], "pct")] if top is not None else []) + [
                 f"{r['wins']}/{r['games']}", _fmt(r["win_rate"], "pct"),
                 f"[{100 * r['ci_low']:.1f}, {100 * r['ci_high']:.1f}]",
                 _fmt(r["avg_questions"], "f1"),
@@ -281,6 +294,9 @@ def markdown(data: dict, rows: list[dict]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Win rate is the completion rate (all ship cells hit within the shot budget); "
               "CIs are Wilson 95% intervals; LLM rate is LLM calls per turn."]
+    if top is not None:
+        lines.append(f"Of ceiling: avg F1 as a share of {top:.3f}, the best mean F1 the "
+                     "protocol's information allows (docs: How close to optimal).")
     if grand:
         lines.append("h2h: pooled head-to-head F1 win rate of the row over the anchor "
                      "(Grand et al.'s \"win rate\", ties count 1/2).")
