@@ -59,3 +59,18 @@ def test_protocol_ceilings():
     from bsjax.battleship.config import GRAND
     assert ceiling.protocol_f1_ceiling(PAPER) == pytest.approx(0.843, abs=1e-3)
     assert ceiling.protocol_f1_ceiling(GRAND) is None       # colour feedback: no bound claimed
+
+
+def test_the_ledger_adds_each_games_shot_and_question_bits():
+    import pandas as pd
+    turns = pd.DataFrame({"board": ["B01"] * 4 + ["B02"] * 2, "seed": [0] * 6,
+                          "kind": [0, 1, 0, 0, 0, 1],
+                          "hit_probability": [0.5, 0.9, 1.0, 0.25, 0.0, 0.3]})
+    out = ceiling.ledger(turns, PAPER).set_index("board")
+    h = ceiling.binary_entropy
+    c = ceiling.question_capacity(PAPER.epsilon)
+    assert out.loc["B01", "shot_bits"] == pytest.approx(h(0.5) + h(1.0) + h(0.25))
+    assert out.loc["B01", "question_bits"] == pytest.approx(c)
+    assert out.loc["B02", "shot_bits"] == 0.0 and out.loc["B02", "question_bits"] == pytest.approx(c)
+    bits = ceiling.KNOWN_BOARD_ENTROPY[(8, 8, (5, 4, 3, 2))]
+    assert out.loc["B01", "share"] == pytest.approx((1 + h(0.25) + c) / bits)

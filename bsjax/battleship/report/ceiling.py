@@ -154,6 +154,40 @@ def protocol_f1_ceiling(config: GameConfig) -> float | None:
     return f1_ceiling(cells, shot_floor(bits, cells, config.max_questions, epsilon))
 
 
+def ledger(turns, config: GameConfig):
+    """Per game, the information the captain's actions could have carried, against the board's.
+
+    Args:
+      turns: a turns frame (`bsjax.Results.turns_frame()`, or a run's events): one row per
+        played turn with `board`, `seed`, `kind` (0 shot, 1 question) and `hit_probability`
+        (for a shot, the belief's probability of a hit on the shot cell).
+      config: the protocol the games were played under.
+    Returns:
+      A DataFrame, one row per (board, seed): `shot_bits` Σ H_b(p) over the shots (the most
+      the shots could tell a captain holding that belief), `question_bits` the questions asked
+      × C(ε) (the most their answers could tell), `board_bits` H(board), and `share` the sum of
+      the two over `board_bits`. A won game needs a share of at least 1 (up to the belief's
+      errors: a p that is too confident understates what a shot told).
+    """
+    import pandas as pd
+    key = (config.rows, config.cols, tuple(sorted(config.fleet or (), reverse=True)))
+    board_bits = KNOWN_BOARD_ENTROPY.get(key)
+    if board_bits is None:
+        board_bits = placement_count(config).board_entropy_bits
+    epsilon = config.epsilon if config.env_noise else 0.0
+    p = turns["hit_probability"].to_numpy(np.float64).clip(0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = -(p * np.log2(p) + (1 - p) * np.log2(1 - p))
+    shot = turns["kind"].to_numpy() == 0
+    frame = pd.DataFrame({"board": turns["board"], "seed": turns["seed"],
+                          "shot_bits": np.where(shot, np.nan_to_num(h), 0.0),
+                          "question_bits": np.where(shot, 0.0, question_capacity(epsilon))})
+    out = frame.groupby(["board", "seed"], sort=False, as_index=False).sum()
+    out["board_bits"] = board_bits
+    out["share"] = (out["shot_bits"] + out["question_bits"]) / board_bits
+    return out
+
+
 def ceiling(config: GameConfig, lengths: Sequence[int] | None = None,
             questions: int | None = None, epsilon: float | None = None) -> Ceiling:
     """The ceiling of `config` (its fleet, question budget and ε unless given)."""
@@ -167,5 +201,5 @@ def ceiling(config: GameConfig, lengths: Sequence[int] | None = None,
 
 
 __all__ = ["KNOWN_BOARD_ENTROPY", "Ceiling", "PlacementCount", "binary_entropy", "ceiling",
-           "f1_ceiling", "placement_count", "protocol_f1_ceiling", "question_capacity",
+           "f1_ceiling", "ledger", "placement_count", "protocol_f1_ceiling", "question_capacity",
            "shot_floor"]
