@@ -67,6 +67,11 @@ def test_launches_per_iteration_count_nested_loops_by_their_trip_counts():
     assert counts["outer_per_iteration"] == turn.per_iteration == 3 + 5 * 3
     assert counts["collectives_per_iteration"] == 1              # the all-reduce, not a launch
     assert counts["entry"] == 1 + 18                             # the pre-loop fusion + one turn
+    # Bytes of one turn: fusion %a reads the (s32, f32[8]) tuple (36) and writes 32; the custom
+    # call 32 + 32; the inner loop 5 x (add 4+4+4, fusion 32+32, compare 4+4+1); the outer
+    # condition's fusion 36 + 1. The copy and the all-reduce launch no kernel.
+    assert counts["bytes_per_iteration"] == turn.bytes_per_iteration == (
+        68 + 64 + 5 * (12 + 64 + 9) + 37)
 
 
 def test_a_compiled_cpu_loop_counts_its_scans():

@@ -23,8 +23,34 @@ COLLECTIVES = frozenset({
     "all-reduce-start", "all-gather-start", "collective-permute-start", "reduce-scatter-start",
     "all-to-all-start", "send", "recv", "collective-broadcast"})
 
+_ARRAY = re.compile(r"\b(pred|s8|u8|s16|u16|f16|bf16|s32|u32|f32|s64|u64|f64|c64|c128)"
+                    r"\[([0-9,]*)\]")
+_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4,
+          "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
 _HEADER = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s+\(.*\)\s*->\s*.*\{\s*$")
 _INSTRUCTION = re.compile(r"^\s+(?:ROOT\s+)?%?([\w.\-]+)\s+=\s+(.*)$")
+
+
+def _type_bytes(text: str) -> int:
+    """Bytes of every array in an HLO type (a tuple's elements summed)."""
+    total = 0
+    for dtype, dims in _ARRAY.findall(text):
+        size = 1
+        for d in filter(None, dims.split(",")):
+            size *= int(d)
+        total += size * _BYTES[dtype]
+    return total
+
+
+def _result_type(rhs: str) -> str:
+    """The type at the start of an instruction's right-hand side."""
+    if rhs.startswith("("):
+        depth = 0
+        for index, char in enumerate(rhs):
+            depth += (char == "(") - (char == ")")
+            if depth == 0:
+                return rhs[:index + 1]
+    return rhs.split(" ", 1)[0]
 
 
 def _opcode(rhs: str) -> str | None:
@@ -76,6 +102,10 @@ class Loop:
     per_iteration: int  # own + the nested loops' launches, per iteration
     collectives: int    # collectives per iteration, nested loops included
     loops: list[Loop]
+    # Bytes the launches of one iteration read and write (nested loops by their trip counts):
+    # each launch's operands and results counted whole, an upper bound on its memory traffic
+    # (a kernel that updates a slice of a buffer in place is counted as the whole buffer).
+    bytes_per_iteration: int = 0
 
 
 def _own(instructions) -> tuple[int, int]:
@@ -92,6 +122,40 @@ def _own(instructions) -> tuple[int, int]:
     return launches, collectives
 
 
+def _launches(instructions):
+    """The instructions of one computation that launch a kernel."""
+    return [(name, op, rhs) for name, op, rhs in instructions
+            if not (op is None or op in NO_LAUNCH or op == "copy" or op in COLLECTIVES
+                    or op.endswith("-done"))]
+
+
+def _walk_bytes(comps, name: str) -> int:
+    """Bytes read and written by the launches of computation `name` per execution."""
+    instructions = comps.get(name, [])
+    types = {n: _result_type(rhs) for n, _, rhs in instructions}
+    total = 0
+    for _, _, rhs in _launches(instructions):
+        result = _result_type(rhs)
+        operands = re.search(r"\(([^)]*)\)", rhs[len(result):])
+        names = re.findall(r"%?([\w.\-]+)", operands.group(1)) if operands else []
+        total += _type_bytes(result) + sum(_type_bytes(types.get(n, "")) for n in names)
+    for _, op, rhs in instructions:
+        if op == "while":
+            body = re.search(r"body=%?([\w.\-]+)", rhs).group(1)
+            cond = re.search(r"condition=%?([\w.\-]+)", rhs).group(1)
+            trip = re.search(r'"known_trip_count":\{"n":"(\d+)"', rhs)
+            times = int(trip.group(1)) if trip else 1
+            total += times * (_walk_bytes(comps, body) + _walk_bytes(comps, cond))
+        elif op == "conditional":
+            branches = re.search(r"branch_computations=\{([^}]*)\}", rhs)
+            called = (re.findall(r"%?([\w.\-]+)", branches.group(1)) if branches else
+                      re.findall(r"(?:true|false)_computation=%?([\w.\-]+)", rhs))
+            total += sum(_walk_bytes(comps, c) for c in called)
+        elif op == "call":
+            total += sum(_walk_bytes(comps, c) for c in re.findall(r"to_apply=%?([\w.\-]+)", rhs))
+    return total
+
+
 def _walk(comps, name: str, depth: int) -> tuple[int, int, list[Loop]]:
     """(launches, collectives, loops) of computation `name` per execution."""
     launches, collectives = _own(comps.get(name, []))
@@ -106,7 +170,8 @@ def _walk(comps, name: str, depth: int) -> tuple[int, int, list[Loop]]:
             c_launch, c_coll, c_loops = _walk(comps, cond, depth + 1)
             own = _own(comps.get(body, []))[0] + _own(comps.get(cond, []))[0]
             loop = Loop(instruction, depth, int(trip.group(1)) if trip else None, own,
-                        b_launch + c_launch, b_coll + c_coll, b_loops + c_loops)
+                        b_launch + c_launch, b_coll + c_coll, b_loops + c_loops,
+                        _walk_bytes(comps, body) + _walk_bytes(comps, cond))
             loops.append(loop)
             times = loop.trip_count if loop.trip_count is not None else 1
             launches += times * loop.per_iteration
@@ -133,7 +198,8 @@ def launch_counts(hlo_text: str) -> dict:
       (the turn loop) counted once; `loops`: the top-level `Loop`s (nested ones inside);
       `outer_per_iteration`: launches per iteration of the first loop of unknown trip count, or
       of the outermost loop (for bsjax's turn loop: launches per game-turn); `collectives` per
-      such iteration.
+      such iteration; `bytes_per_iteration` the bytes its launches read and write (an upper
+      bound: see `Loop.bytes_per_iteration`).
     """
     comps, entry = computations(hlo_text)
     total, collectives, loops = _walk(comps, entry, 0)
@@ -151,7 +217,9 @@ def launch_counts(hlo_text: str) -> dict:
     turn = outer(loops)
     return {"entry": total, "collectives_entry": collectives, "loops": loops,
             "outer_per_iteration": turn.per_iteration if turn else total,
-            "collectives_per_iteration": turn.collectives if turn else collectives}
+            "collectives_per_iteration": turn.collectives if turn else collectives,
+            "bytes_per_iteration": (turn.bytes_per_iteration if turn
+                                    else _walk_bytes(comps, entry))}
 
 
 __all__ = ["COLLECTIVES", "Loop", "NO_LAUNCH", "computations", "launch_counts"]

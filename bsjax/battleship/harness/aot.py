@@ -121,6 +121,8 @@ def compile_turn_loop(player: Player, games: int, target: str = "h100") -> dict:
             "compile_seconds": round(seconds, 3),
             "launches_per_turn": counts["outer_per_iteration"] if gpu else None,
             "collectives_per_turn": counts["collectives_per_iteration"],
+            "kib_accessed_per_game_turn": (round(counts["bytes_per_iteration"] / games / 1024, 1)
+                                           if gpu else None),
             "bytes_per_device": int(used), "temp_bytes": int(memory.temp_size_in_bytes),
             "kib_per_game": round(used * devices / games / 1024, 1)}
 
