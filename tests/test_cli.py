@@ -1,7 +1,9 @@
 """End-to-end tests of the `bsjax` command line (play, boards, bench), run as subprocesses.
 
 Kept small for a 2-core CPU: the random agent is fast; greedy runs use two boards, one seed and 50
-particles.
+particles. The bad-input cases run `bsjax.cli.main` in-process (a subprocess costs seconds of
+imports each); one case per command stays a real subprocess, for the exit code and stderr the
+shell sees.
 """
 
 from __future__ import annotations
@@ -116,6 +118,22 @@ def snapshot(path: Path) -> dict[str, bytes]:
             if p.is_file()}
 
 
+def usage_error_in_process(argv: list[str], cwd: Path, monkeypatch, capsys) -> None:
+    """`bsjax ARGV` run in this process exits 2 with one line on stderr and writes nothing."""
+    from bsjax.cli import main
+    monkeypatch.chdir(cwd)
+    before = snapshot(cwd)
+    try:
+        code = main(argv)
+    except SystemExit as stop:  # argparse's own errors
+        code = stop.code
+    err = capsys.readouterr().err
+    assert code == 2, (code, err[-3000:])
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].strip() and "Traceback" not in err, err[-3000:]
+    assert snapshot(cwd) == before
+
+
 def assert_usage_error(proc: subprocess.CompletedProcess) -> None:
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
     lines = proc.stderr.splitlines()
@@ -161,10 +179,16 @@ BAD_ARGS = {
 
 
 @pytest.mark.parametrize("name", sorted(BAD_ARGS))
-def test_bad_input_exits_2_and_writes_nothing(tmp_path, name):
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, name, monkeypatch, capsys):
     out = tmp_path / "run"
-    proc = run_cli("play", "--agent", "random", *BAD_ARGS[name], "--out", str(out), cwd=tmp_path)
-    assert_usage_error(proc)
+    usage_error_in_process(["play", "--agent", "random", *BAD_ARGS[name], "--out", str(out)],
+                           tmp_path, monkeypatch, capsys)
+
+
+def test_bad_input_as_the_shell_sees_it(tmp_path):
+    out = tmp_path / "run"
+    assert_usage_error(run_cli("play", "--agent", "nope", "--out", str(out), cwd=tmp_path))
+    assert not out.exists()
     assert not out.exists()
     assert list(tmp_path.iterdir()) == []
 
@@ -174,13 +198,13 @@ GRAND_BAD_BOARDS = ["seven_rows", "symbol_x", "bent_ship", "same_colour_apart", 
 
 @pytest.mark.parametrize("name,protocol", [(n, "paper") for n in sorted(BAD_BOARDS)]
                          + [(n, "grand") for n in GRAND_BAD_BOARDS])
-def test_bad_board_file_exits_2_and_writes_nothing(tmp_path, name, protocol):
+def test_bad_board_file_exits_2_and_writes_nothing(tmp_path, name, protocol, monkeypatch,
+                                                   capsys):
     board = tmp_path / "board.txt"
     board.write_text(BAD_BOARDS[name])
     out = tmp_path / "run"
-    proc = run_cli("play", "--agent", "random", "--protocol", protocol, "--board-file",
-                   str(board), "--out", str(out), cwd=tmp_path)
-    assert_usage_error(proc)
+    usage_error_in_process(["play", "--agent", "random", "--protocol", protocol, "--board-file",
+                            str(board), "--out", str(out)], tmp_path, monkeypatch, capsys)
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["board.txt"]
 
@@ -206,9 +230,9 @@ def test_boards_unknown_suite_exits_2(tmp_path):
 
 
 @pytest.mark.parametrize("games", ["0", "-3", "abc"])
-def test_bench_bad_games_exits_2(tmp_path, games):
-    assert_usage_error(run_cli("bench", "--agent", "random", "--games", games, "--json",
-                               cwd=tmp_path))
+def test_bench_bad_games_exits_2(tmp_path, games, monkeypatch, capsys):
+    usage_error_in_process(["bench", "--agent", "random", "--games", games, "--json"],
+                           tmp_path, monkeypatch, capsys)
 
 
 # ----- 2. boards -----
