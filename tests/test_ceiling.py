@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from support import tiny
 
-from bsjax.battleship.report import ceiling
 from bsjax.battleship.belief import exact
 from bsjax.battleship.config import PAPER
 from bsjax.battleship.game import spans as spans_lib
+from bsjax.battleship.report import ceiling
 
 TINY = [tiny(4, 4, (3, 2)), tiny(5, 5, (4, 3, 2)), tiny(4, 5, (3, 3, 2)), tiny(3, 6, (2, 2, 2))]
 

@@ -28,8 +28,6 @@ from bsjax.gilp.sim import params as sim_params
 from bsjax.gilp.sim import run as sim_run
 from bsjax.gilp.types import Graph, graph_from_np
 
-jax.config.update("jax_threefry_partitionable", True)
-
 P, A, CO, F, S = (
     gilp_config.PENDING,
     gilp_config.ACTIVE,

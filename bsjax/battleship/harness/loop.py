@@ -15,8 +15,13 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from bsjax.battleship.game import bitboard, questions, rules
-from bsjax.battleship.harness.play import (compiler_options, empty_records, play_turns,
-                                          record_shapes, records_by_turn)
+from bsjax.battleship.harness.play import (
+    compiler_options,
+    empty_records,
+    play_turns,
+    record_shapes,
+    records_by_turn,
+)
 from bsjax.battleship.harness.player import Player
 from bsjax.battleship.types import Action
 

@@ -21,7 +21,6 @@ import numpy as np
 
 from bsjax.battleship.types import GameState, TurnRecord
 
-
 AUTOTUNE_VARIABLE = "BSJAX_GPU_AUTOTUNE_LEVEL"
 
 
@@ -191,5 +190,5 @@ def _compiled(player):
     return jax.jit(jax.vmap(player.init_one)), jax.jit(turns, compiler_options=compiler_options())
 
 
-__all__ = ["AUTOTUNE_VARIABLE", "compiler_options", "empty_records", "play_batch", "play_turns", "record_buffer", "record_shapes",
-           "records_by_turn", "turn_keys"]
+__all__ = ["AUTOTUNE_VARIABLE", "compiler_options", "empty_records", "play_batch", "play_turns",
+           "record_buffer", "record_packing", "record_shapes", "records_by_turn", "turn_keys"]
