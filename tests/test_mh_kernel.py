@@ -116,3 +116,38 @@ def test_the_tpu_loop_without_tables_moves_as_the_table_loop():
 
     for a, b in zip(jax.tree.leaves(observe("xla")), jax.tree.leaves(observe("xla-direct"))):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+# ----- the chain's refresh (`belief/chain_kernel.py`) -----
+
+@settings(max_examples=4, deadline=None)
+@given(hits=st.integers(0, 5), misses=st.integers(0, 8), n_questions=st.integers(0, 3),
+       answers=st.lists(st.booleans(), min_size=3, max_size=3), seed=st.integers(0, 2**16))
+def test_the_chain_kernel_visits_the_boards_of_the_xla_loops(hits, misses, n_questions,
+                                                             answers, seed):
+    from bsjax.battleship.belief.chain import ChainSampler
+    config = PAPER
+    samplers = {m: ChainSampler(config, n_samples=60, mh_kernel=m) for m in ("xla", "interpret")}
+    start = _observation(config, (0, 0), 0, answers, 0)
+    state = samplers["xla"].init(jax.random.key(seed), start, jnp.int32(seed % 1000))
+    obs = _observation(config, (hits, misses), n_questions, answers, seed)
+    key = jax.random.key(seed + 1)
+    expected, got = (jax.jit(samplers[m].update)(key, state, obs) for m in ("xla", "interpret"))
+    for a, b in zip(jax.tree.leaves(expected), jax.tree.leaves(got)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_chain_games_identical_with_the_kernel():
+    loop = bsjax.play("greedy", boards="B01,B07", seeds=2, sampler="chain", particles=100,
+                      mh_kernel="xla", progress=False)
+    fused = bsjax.play("greedy", boards="B01,B07", seeds=2, sampler="chain", particles=100,
+                       mh_kernel="interpret", progress=False)
+    assert loop.to_pandas().equals(fused.to_pandas())
+    assert loop.turns_frame().equals(fused.turns_frame())
+
+
+def test_the_reference_streams_keep_the_xla_loops():
+    from bsjax.battleship.belief import chain_kernel
+    keys = (jax.random.key(0), jax.random.key(1))
+    assert chain_kernel.applies(PAPER, keys, (1000, 2500), reference_rng=False)
+    assert not chain_kernel.applies(PAPER, keys, (1000, 2500), reference_rng=True)

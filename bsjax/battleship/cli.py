@@ -34,10 +34,10 @@ GAME_FLAGS = (
     ("--particles", int, "samples / particles per game (default 500)"),
     ("--sweeps", int, "particles sampler: MH sweeps (one move per ship) per observation "
      "(default 4)"),
-    ("--mh-kernel", str, "particles sampler: how the MH sweeps run: auto (one fused kernel "
-     "when compiled for a CUDA GPU, an XLA loop elsewhere) | xla | pallas | interpret (the "
-     "fused kernel in Pallas's interpreter: slow, any backend); every choice plays the same "
-     "games (default auto)"),
+    ("--mh-kernel", str, "particles and chain samplers: how the MH moves run: auto (one fused "
+     "kernel on a CUDA GPU, XLA loops elsewhere) | xla | pallas | interpret (the fused kernel "
+     "in Pallas's interpreter: slow, any backend) | lowering (chosen when the program is "
+     "lowered); every choice plays the same games (default auto)"),
     ("--tau", float, "confidence threshold in [0, 1] (default: the agent's; MRA 0.72)"),
     ("--revision", str, "MRA symbolic revision: on | off (default on)"),
     ("--cooldown", int, "MRA: turns after a revision before the gate may reopen (default 3)"),

@@ -14,11 +14,12 @@ from bsjax.battleship.config import GameConfig
 def make_sampler(name: str, config: GameConfig, particles: int = 500, reference_rng: bool = False,
                  sweeps: int = 4, mh_kernel: str = "auto"):
     """The sampler called `name` (chain, importance, particles) with `particles` samples;
-    `sweeps` (MH sweeps per observation) and `mh_kernel` (how they run: `mh_kernel.MODES`)
-    apply to the particle sampler only."""
+    `sweeps` (MH sweeps per observation) applies to the particle sampler only, `mh_kernel`
+    (how the MH moves run: `mh_kernel.MODES`) to the particles and the chain."""
     if name == "chain":
         from bsjax.battleship.belief.chain import ChainSampler
-        return ChainSampler(config, n_samples=particles, reference_rng=reference_rng)
+        return ChainSampler(config, n_samples=particles, reference_rng=reference_rng,
+                            mh_kernel=mh_kernel)
     if name == "importance":
         from bsjax.battleship.belief.importance import ImportanceSampler
         return ImportanceSampler(config, n_particles=particles)

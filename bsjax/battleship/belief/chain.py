@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from bsjax.battleship.belief import constraints, generator, moves, repair
+from bsjax.battleship.belief import chain_kernel, constraints, generator, mh_kernel, moves, repair
 from bsjax.battleship.belief.base import AnswerModel, BeliefInfo, Sampler, answer_model
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import refrng
@@ -83,12 +83,25 @@ class ChainState:
 
 @dataclasses.dataclass(frozen=True)
 class ChainSampler(Sampler):
-    """Static configuration of the chain (hashable; closed over by jit)."""
+    """Static configuration of the chain (hashable; closed over by jit).
+
+    `mh_kernel` chooses how a refresh runs, as the particle sampler's does (`mh_kernel.MODES`):
+    "xla" two loops of XLA kernels; "pallas" one fused kernel (`chain_kernel`, GPUs);
+    "interpret" that kernel in Pallas's interpreter; "lowering" chosen when lowered (the kernel
+    for CUDA); "auto" the XLA loops on a CPU host, else "lowering". The same boards either way;
+    the reference streams always run the XLA loops.
+    """
 
     config: GameConfig
     n_samples: int = 500
     thin: int = 5
     reference_rng: bool = False
+    mh_kernel: str = "auto"
+
+    def __post_init__(self):
+        if self.mh_kernel not in mh_kernel.MODES:
+            raise ValueError(f"unknown mh_kernel {self.mh_kernel!r} "
+                             f"(choose from {', '.join(mh_kernel.MODES)})")
 
     name = "chain"
 
@@ -140,9 +153,45 @@ class ChainSampler(Sampler):
         tables = moves.move_tables(self.config, state.board, obs, self.log_dtype,
                                    state.answers.log_likelihood)
 
-        ships = state.board.shape[0]
+        mode = self.mh_kernel
+        steps = (self.burn_in, self.n_samples * self.thin)
+        if mode != "xla" and not chain_kernel.applies(self.config, (k_burn, k_collect), steps,
+                                                      self.reference_rng):
+            mode = "xla"
+        if mode == "auto" and jax.default_backend() == "cpu":
+            mode = "xla"
+        if mode != "xla":
+            def fused(k_burn, k_collect, board, log_post, interpret=False):
+                return chain_kernel.refresh(self.config, k_burn, k_collect, board, log_post,
+                                            tables, obs, self.burn_in, self.n_samples,
+                                            self.thin, interpret=interpret)
+
+            def loops(k_burn, k_collect, board, log_post):
+                board, samples, _, accepted = self._refresh_xla(
+                    k_burn, k_collect, board, log_post, state.stream, obs, tables)
+                return board, samples, accepted
+
+            args = (k_burn, k_collect, state.board, log_post)
+            if mode in ("auto", "lowering"):
+                board, samples, accepted = lax.platform_dependent(*args, cuda=fused,
+                                                                  default=loops)
+            else:
+                board, samples, accepted = fused(*args, interpret=mode == "interpret")
+            stream = state.stream  # JAX keys: the reference stream is not read
+        else:
+            board, samples, stream, accepted = self._refresh_xla(
+                k_burn, k_collect, state.board, log_post, state.stream, obs, tables)
+        moves_made = self.burn_in + self.n_samples * self.thin
+        info = BeliefInfo(ess=jnp.float32(self.n_samples),
+                          acceptance=accepted.astype(jnp.float32) / moves_made)
+        return state.replace(board=board, samples=samples, stream=stream), info
+
+    def _refresh_xla(self, k_burn, k_collect, board, log_post, stream, obs, tables):
+        """Burn-in and thinned collection as XLA loops. Returns (`[S]` board, `[N, S]` samples,
+        stream, `[]` int32 moves accepted)."""
+        ships = board.shape[0]
         # Never accepted (no pool): deciding it, as the first step does, changes nothing.
-        nothing = Proposal(ship=jnp.int32(0), candidate=state.board[0], log_post=log_post,
+        nothing = Proposal(ship=jnp.int32(0), candidate=board[0], log_post=log_post,
                            has_pool=jnp.bool_(False), log_u=jnp.zeros((), self.log_dtype))
 
         def run(carry, accepted, draws):
@@ -158,7 +207,7 @@ class ChainSampler(Sampler):
             decided, accept = self._decide(last, proposal)
             return decided, accepted + accept
 
-        carry = (state.board, log_post, state.stream)
+        carry = (board, log_post, stream)
         carry, accepted = run(carry, jnp.int32(0), self._step_draws(k_burn, self.burn_in, ships))
 
         def collect(c, draws):
@@ -169,10 +218,7 @@ class ChainSampler(Sampler):
         draws = jax.tree.map(lambda x: x.reshape((self.n_samples, self.thin)), draws)
         ((board, _, stream), accepted), samples = lax.scan(collect, (carry, accepted), draws)
         # The first decision of each run is the empty proposal, never accepted: not a move.
-        moves_made = self.burn_in + self.n_samples * self.thin
-        info = BeliefInfo(ess=jnp.float32(self.n_samples),
-                          acceptance=accepted.astype(jnp.float32) / moves_made)
-        return state.replace(board=board, samples=samples, stream=stream), info
+        return board, samples, stream, accepted
 
     def answer_model(self, state: ChainState) -> AnswerModel:
         return state.answers

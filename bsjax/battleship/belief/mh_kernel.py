@@ -58,7 +58,7 @@ def _tables(rows: int, cols: int, lengths: tuple[int, ...]) -> tuple[np.ndarray,
             table.neighbours.reshape(-1).astype(np.int32))
 
 
-def _popcount(x: jnp.ndarray) -> jnp.ndarray:
+def popcount(x: jnp.ndarray) -> jnp.ndarray:
     """Set bits of uint32 words, by shifts and masks (Triton has no legal popcount of a
     tensor of words on every target)."""
     x = x - ((x >> 1) & jnp.uint32(0x55555555))
@@ -112,10 +112,10 @@ def _kernel(key_ref, hit_ref, miss_ref, question_ref, answers_ref, asked_ref, ma
         ship_bits = [[bits_ref[span * n_words + w] for w in range(n_words)] for span in spans]
         board = [functools.reduce(jnp.bitwise_or, (b[w] for b in ship_bits))
                  for w in range(n_words)]
-        count = (sum(_popcount(hits[w] & ~board[w]) for w in range(n_words))
-                 + sum(_popcount(misses[w] & board[w]) for w in range(n_words)))
-        overlap = (sum(_popcount(board[w]) for w in range(n_words))
-                   - sum(sum(_popcount(b[w]) for w in range(n_words)) for b in ship_bits))
+        count = (sum(popcount(hits[w] & ~board[w]) for w in range(n_words))
+                 + sum(popcount(misses[w] & board[w]) for w in range(n_words)))
+        overlap = (sum(popcount(board[w]) for w in range(n_words))
+                   - sum(sum(popcount(b[w]) for w in range(n_words)) for b in ship_bits))
         violations = count - overlap
         return log_likelihood(board) - penalty * violations.astype(jnp.float32)
 
@@ -209,4 +209,4 @@ def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: j
         interpret=interpret, name="mh_sweeps")(*whole)
 
 
-__all__ = ["BLOCK", "MODES", "applies", "rejuvenate"]
+__all__ = ["BLOCK", "MODES", "applies", "popcount", "rejuvenate"]

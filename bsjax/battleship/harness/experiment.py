@@ -205,8 +205,12 @@ def check_applies(cfg: RunConfig, fields: list[str] | None = None) -> None:
             why = f"agent {cfg.agent!r} has no variants"
         elif name in _BELIEF_FIELDS and not cls.needs_belief:
             why = f"agent {cfg.agent!r} keeps no belief"
-        elif name in ("sweeps", "mh_kernel") and cfg.sampler != "particles":
+        elif name == "sweeps" and cfg.sampler != "particles":
             why = f"the {cfg.sampler} sampler makes no sweeps"
+        elif name == "mh_kernel" and cfg.sampler == "importance":
+            why = "the importance sampler makes no MH moves"
+        elif name == "mh_kernel" and cfg.reference_rng:
+            why = "the reference streams always run the XLA loops"
         elif name == "random_boards" and cfg.suite_name != "random":
             why = f"the suite is {cfg.suite_name!r}, not random"
         elif name == "boards" and cfg.board_file and cfg.boards != "all":
