@@ -97,9 +97,10 @@ def _kernel(keys_ref, hit_ref, miss_ref, answers_ref, asked_ref, match_ref,
                 & shot_ok_ref[current * n_kwords + v] & colour_ok_ref[ship * n_kwords + v]
                 for v in range(n_kwords)]
         kept = [jnp.where(others_fail, jnp.uint32(0), x) for x in kept]
-        index = current - first
-        own = [jnp.where(index // 32 == v,
-                         jnp.left_shift(jnp.uint32(1), (index % 32).astype(jnp.uint32)),
+        index = current - first  # >= 0: shifts and masks are // 32 and % 32 (Triton lowers
+        # jnp's floor division of signed integers with a type error)
+        own = [jnp.where((index >> 5) == v,
+                         jnp.left_shift(jnp.uint32(1), (index & 31).astype(jnp.uint32)),
                          jnp.uint32(0)) for v in range(n_kwords)]
         differs = [x & ~o for x, o in zip(kept, own)]
         any_differs = functools.reduce(jnp.logical_or, (d != 0 for d in differs))
@@ -163,10 +164,10 @@ def _kernel(keys_ref, hit_ref, miss_ref, answers_ref, asked_ref, match_ref,
         log_post = jnp.where(accept, new_log_post, log_post)
         done = t + 1 - burn_in
 
-        @pl.when((done > 0) & (done % thin == 0))
+        @pl.when((done > 0) & (lax.rem(done, jnp.int32(thin)) == 0))
         def _():
             for k in range(n_ships):
-                samples_out[done // thin - 1, k] = board[k]
+                samples_out[lax.div(done, jnp.int32(thin)) - 1, k] = board[k]
 
         return board, log_post, accepted + accept.astype(jnp.int32)
 
