@@ -67,25 +67,30 @@ def popcount(x: jnp.ndarray) -> jnp.ndarray:
     return ((x * jnp.uint32(0x01010101)) >> 24).astype(jnp.int32)
 
 
-def _kernel(key_ref, hit_ref, miss_ref, question_ref, answers_ref, asked_ref, match_ref,
-            mismatch_ref, bits_ref, length_ref, offset_ref, count_ref, neighbours_ref,
-            spans_ref, target_ref, cumulative_ref, u_ref, apply_ref,
-            spans_out, target_out, accepted_out, *,
-            n_ships: int, n_words: int, n_questions: int, n_particles: int, n_steps: int,
-            penalty: float):
-    """One program: `n_steps` MH steps of a block of particles (see `ParticleSampler._mh_step`,
-    whose arithmetic this repeats operation for operation)."""
-    block = BLOCK
-    lane = pl.program_id(0) * block + lax.broadcasted_iota(jnp.int32, (block,), 0)
-    real = lane < n_particles  # the last block may run past P
-    key_hi, key_lo = key_ref[0], key_ref[1]
-    hits = [hit_ref[w] for w in range(n_words)]
-    misses = [miss_ref[w] for w in range(n_words)]
-    questions = [[question_ref[j * n_words + w] for w in range(n_words)]
+# The inputs of the sweeps, in order: the kernel's refs, or the arrays of `sweep_lanes`.
+INPUTS = ("key", "hit", "miss", "question", "answers", "asked", "match", "mismatch", "bits",
+          "length", "offset", "count", "neighbours", "spans", "target", "cumulative", "u",
+          "apply")
+
+
+def _sweeps(read, lane, real, *, n_ships: int, n_words: int, n_questions: int,
+            n_particles: int, n_steps: int, penalty: float, targets_only: bool = False):
+    """`n_steps` MH steps of the particles `lane` (`[B]` int32; `real` `[B]` bool those < P),
+    repeating `ParticleSampler._mh_step` operation for operation. `read(name, index)` reads
+    input `name` (`INPUTS`) at `index` (an int or a `[B]` gather). Written over lanes, so the
+    same code is a Pallas program (a block of lanes) and an XLA program over all P particles
+    (particles as the minor axis of every array). Returns (S `[B]` spans, `[B]` targets,
+    `[B]` int32 moves accepted); with `targets_only`, only `[B]` the lanes' log targets under
+    the observation (the reweighting's), nothing moved."""
+    block = lane.shape[0]
+    key_hi, key_lo = read("key", 0), read("key", 1)
+    hits = [read("hit", w) for w in range(n_words)]
+    misses = [read("miss", w) for w in range(n_words)]
+    questions = [[read("question", j * n_words + w) for w in range(n_words)]
                  for j in range(n_questions)]
-    answers = [answers_ref[j] != 0 for j in range(n_questions)]
-    asked = asked_ref[0]
-    log_match, log_mismatch = match_ref[0], mismatch_ref[0]
+    answers = [read("answers", j) != 0 for j in range(n_questions)]
+    asked = read("asked", 0)
+    log_match, log_mismatch = read("match", 0), read("mismatch", 0)
 
     def words_of(step):
         """The step's four words per lane: `fastpath.bits_row` of the XLA loop."""
@@ -109,7 +114,7 @@ def _kernel(key_ref, hit_ref, miss_ref, question_ref, answers_ref, asked_ref, ma
 
     def log_target(spans):
         """`particles.log_target` of a placement given as one `[block]` row per ship."""
-        ship_bits = [[bits_ref[span * n_words + w] for w in range(n_words)] for span in spans]
+        ship_bits = [[read("bits", span * n_words + w) for w in range(n_words)] for span in spans]
         board = [functools.reduce(jnp.bitwise_or, (b[w] for b in ship_bits))
                  for w in range(n_words)]
         count = (sum(popcount(hits[w] & ~board[w]) for w in range(n_words))
@@ -119,16 +124,19 @@ def _kernel(key_ref, hit_ref, miss_ref, question_ref, answers_ref, asked_ref, ma
         violations = count - overlap
         return log_likelihood(board) - penalty * violations.astype(jnp.float32)
 
+    if targets_only:
+        return log_target([read("spans", lane * n_ships + k) for k in range(n_ships)])
+
     def step(i, carry):
         spans, target, accepted = carry
         w_ship, w_kind, w_span, w_u = words_of(i)
         ship = refrng.u32_times_int_high(w_ship, jnp.int32(n_ships))
         current = functools.reduce(
             lambda acc, k: jnp.where(ship == k, spans[k], acc), range(1, n_ships), spans[0])
-        length = length_ref[current]
+        length = read("length", current)
         kind = refrng.u32_times_int_high(w_kind, jnp.int32(5))
-        uniform_span = offset_ref[length] + refrng.u32_times_int_high(w_span, count_ref[length])
-        shifted = neighbours_ref[current * 4 + jnp.clip(kind - 1, 0, 3)]
+        uniform_span = read("offset", length) + refrng.u32_times_int_high(w_span, read("count", length))
+        shifted = read("neighbours", current * 4 + jnp.clip(kind - 1, 0, 3))
         candidate = jnp.where(kind == 0, uniform_span, shifted)
         valid = candidate >= 0
         moved = jnp.where(valid, candidate, current)
@@ -139,25 +147,54 @@ def _kernel(key_ref, hit_ref, miss_ref, question_ref, answers_ref, asked_ref, ma
         spans = [jnp.where(accept, p, s) for p, s in zip(proposal, spans)]
         return spans, jnp.where(accept, new_target, target), accepted + accept.astype(jnp.int32)
 
-    rows = pl.ds(0, block)
     # Each lane starts from its ancestor (`particles.ancestors`, searched here step for step:
     # lane p takes the first particle whose cumulative weight reaches (u + p) / P); lanes past P
     # compute a particle and write nothing.
-    position = (u_ref[0] + lane.astype(jnp.float32)) / n_particles
+    position = (read("u", 0) + lane.astype(jnp.float32)) / n_particles
     low, high = jnp.zeros((block,), jnp.uint32), jnp.full((block,), n_particles, jnp.uint32)
     for _ in range(int(np.ceil(np.log2(n_particles + 1)))):
         mid = low + (high - low) // 2
-        left = position <= cumulative_ref[mid.astype(jnp.int32)]
+        left = position <= read("cumulative", mid.astype(jnp.int32))
         low, high = jnp.where(left, low, mid), jnp.where(left, mid, high)
     searched = jnp.clip(high.astype(jnp.int32), 0, n_particles - 1)
-    ancestor = jnp.where(apply_ref[0] != 0, jnp.where(real, searched, 0), lane * real)
-    carry = ([spans_ref[ancestor * n_ships + k] for k in range(n_ships)],
-             target_ref[ancestor], jnp.zeros((block,), jnp.int32))
-    spans, target, accepted = lax.fori_loop(0, n_steps, step, carry)
-    for k in range(n_ships):
+    ancestor = jnp.where(read("apply", 0) != 0, jnp.where(real, searched, 0), lane * real)
+    carry = ([read("spans", ancestor * n_ships + k) for k in range(n_ships)],
+             read("target", ancestor), jnp.zeros((block,), jnp.int32))
+    return lax.fori_loop(0, n_steps, step, carry)
+
+
+def _kernel(*refs, **static):
+    """One Pallas program: the sweeps of a block of `BLOCK` particles (the last block may run
+    past P: its extra lanes compute and write nothing)."""
+    inputs = dict(zip(INPUTS, refs))
+    spans_out, target_out, accepted_out = refs[len(INPUTS):]
+    lane = pl.program_id(0) * BLOCK + lax.broadcasted_iota(jnp.int32, (BLOCK,), 0)
+    real = lane < static["n_particles"]
+    spans, target, accepted = _sweeps(lambda name, index: inputs[name][index], lane, real,
+                                      **static)
+    rows = pl.ds(0, BLOCK)
+    for k in range(static["n_ships"]):
         pl_triton.store(spans_out.at[rows, jnp.int32(k)], spans[k], mask=real)
     pl_triton.store(target_out.at[rows], target, mask=real)
     pl_triton.store(accepted_out.at[rows], accepted, mask=real)
+
+
+def _inputs(config: GameConfig, key, spans, target, obs, likelihood, resampling):
+    """The `INPUTS` arrays, every one as the turn has it (reshapes are free)."""
+    n_particles = spans.shape[0]
+    if resampling is None:
+        cumulative, u, apply = (jnp.zeros((n_particles,), jnp.float32), jnp.zeros((1,)),
+                                jnp.zeros((1,), jnp.int32))
+    else:
+        cumulative, u, apply = (resampling.cumulative, resampling.u.reshape(1),
+                                resampling.apply.astype(jnp.int32).reshape(1))
+    tables = [jnp.asarray(t) for t in _tables(config.rows, config.cols,
+                                              tuple(sorted(config.ship_lengths)))]
+    log_match, log_mismatch = (jnp.asarray(x, jnp.float32).reshape(1) for x in likelihood)
+    return [jax.random.key_data(key).astype(jnp.uint32), obs.hit_bits, obs.miss_bits,
+            obs.question_bits.reshape(-1), obs.answers, obs.n_questions.reshape(1),
+            log_match, log_mismatch, *tables, spans.reshape(-1), target, cumulative,
+            u.astype(jnp.float32), apply]
 
 
 def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: jnp.ndarray,
@@ -178,20 +215,7 @@ def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: j
       (`[P, S]` spans, `[P]` targets, `[P]` int32 moves accepted per particle).
     """
     n_particles, n_ships = spans.shape
-    if resampling is None:
-        cumulative, u, apply = (jnp.zeros((n_particles,), jnp.float32), jnp.zeros((1,)),
-                                jnp.zeros((1,), jnp.int32))
-    else:
-        cumulative, u, apply = (resampling.cumulative, resampling.u.reshape(1),
-                                resampling.apply.astype(jnp.int32).reshape(1))
-    tables = [jnp.asarray(t) for t in _tables(config.rows, config.cols,
-                                              tuple(sorted(config.ship_lengths)))]
-    log_match, log_mismatch = (jnp.asarray(x, jnp.float32).reshape(1) for x in likelihood)
-    # Every input as the turn has it (reshapes are free): no kernel runs before this one.
-    whole = [jax.random.key_data(key).astype(jnp.uint32), obs.hit_bits, obs.miss_bits,
-             obs.question_bits.reshape(-1), obs.answers, obs.n_questions.reshape(1),
-             log_match, log_mismatch, *tables, spans.reshape(-1), target, cumulative,
-             u.astype(jnp.float32), apply]
+    whole = _inputs(config, key, spans, target, obs, likelihood, resampling)
     kernel = functools.partial(
         _kernel, n_ships=n_ships, n_words=config.n_words, n_questions=config.max_questions,
         n_particles=n_particles, n_steps=n_steps, penalty=penalty)
@@ -209,4 +233,39 @@ def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: j
         interpret=interpret, name="mh_sweeps")(*whole)
 
 
-__all__ = ["BLOCK", "MODES", "applies", "popcount", "rejuvenate"]
+def rejuvenate_lanes(config: GameConfig, key: jax.Array, spans: jnp.ndarray,
+                     target: jnp.ndarray, obs: Observations,
+                     likelihood: tuple[jnp.ndarray, jnp.ndarray], n_steps: int, penalty: float,
+                     resampling=None) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+    """`rejuvenate`'s program as plain XLA over all P particles at once (what a TPU runs):
+    every intermediate is `[P]` per ship or word, the particles its minor axis, where the
+    per-particle formulation makes `[P, 4]` and `[P, 2]` arrays that a TPU's (8, 128) tiles pad
+    32- and 64-fold. The same moves (it is the kernel's code). Arguments and returns as
+    `rejuvenate`'s."""
+    n_particles, n_ships = spans.shape
+    inputs = dict(zip(INPUTS, _inputs(config, key, spans, target, obs, likelihood,
+                                      resampling)))
+    lane = jnp.arange(n_particles, dtype=jnp.int32)
+    spans, target, accepted = _sweeps(
+        lambda name, index: inputs[name][index], lane, jnp.ones((n_particles,), bool),
+        n_ships=n_ships, n_words=config.n_words, n_questions=config.max_questions,
+        n_particles=n_particles, n_steps=n_steps, penalty=penalty)
+    return jnp.stack(spans, axis=-1), target, accepted
+
+
+def targets_lanes(config: GameConfig, spans: jnp.ndarray, obs: Observations,
+                  likelihood: tuple[jnp.ndarray, jnp.ndarray], penalty: float) -> jnp.ndarray:
+    """`[P]` float32 each particle's `particles.log_target` under `obs` (the answer terms
+    summed), computed over lanes as `rejuvenate_lanes` does (equal values)."""
+    n_particles, n_ships = spans.shape
+    inputs = dict(zip(INPUTS, _inputs(config, jax.random.key(0), spans,
+                                      jnp.zeros((n_particles,), jnp.float32), obs, likelihood,
+                                      None)))
+    return _sweeps(lambda name, index: inputs[name][index],
+                   jnp.arange(n_particles, dtype=jnp.int32), jnp.ones((n_particles,), bool),
+                   n_ships=n_ships, n_words=config.n_words, n_questions=config.max_questions,
+                   n_particles=n_particles, n_steps=0, penalty=penalty, targets_only=True)
+
+
+__all__ = ["BLOCK", "INPUTS", "MODES", "applies", "popcount", "rejuvenate", "rejuvenate_lanes",
+           "targets_lanes"]

@@ -197,26 +197,31 @@ class ParticleSampler(Sampler):
         likelihood = state.answers.log_likelihood
         ess, targets, plan = jnp.float32(self.n_particles), state.log_target, None
         if k_resample is not None:
-            log_weights, targets, plan, ess = self._reweight(k_resample, state, obs, evidence)
+            log_weights, targets, plan, ess = self._reweight(k_resample, state, obs, evidence,
+                                                             lanes=mode == "xla-direct")
             state = state.replace(log_weights=log_weights)
         n_steps = sweeps * self.config.n_ships
-        if mode in ("xla", "xla-direct"):
+        if mode == "xla-direct":  # a TPU: the particles as every array's minor axis
+            spans, target, accepted = mh_kernel.rejuvenate_lanes(
+                self.config, k_mh, state.spans, targets, obs, likelihood, n_steps, PENALTY,
+                resampling=plan)
+        elif mode == "xla":
             index = None if plan is None else ancestors(plan)
             spans = state.spans if index is None else state.spans[index]
             targets = targets if index is None else targets[index]
             spans, target, accepted = self._sweeps_xla(k_mh, spans, targets, obs, evidence,
-                                                       likelihood, n_steps)
+                                                       n_steps)
         else:  # the kernel resamples the particles itself
             spans, target, accepted = mh_kernel.rejuvenate(
                 self.config, k_mh, state.spans, targets, obs,
-                state.answers.log_likelihood, n_steps, PENALTY, resampling=plan,
+                likelihood, n_steps, PENALTY, resampling=plan,
                 interpret=mode == "interpret")
         acceptance = jnp.sum(accepted).astype(jnp.float32) / (n_steps * self.n_particles)
         return (state.replace(spans=spans, log_target=target),
                 BeliefInfo(ess=ess.astype(jnp.float32), acceptance=acceptance))
 
     def _reweight(self, key: jax.Array, state: ParticleState, obs: Observations,
-                  evidence: constraints.AnswerEvidence | None):
+                  evidence: constraints.AnswerEvidence | None, lanes: bool = False):
         """Multiply weights by target(obs) / target(previous evidence); resample if ESS < P/2.
         `evidence` is `constraints.answer_evidence` of `obs` (None: the answers are intersected
         with each board).
@@ -227,8 +232,11 @@ class ParticleSampler(Sampler):
           fused kernel) reads them through the resampling's ancestors.
         """
         likelihood = state.answers.log_likelihood
-        targets = jax.vmap(lambda s: log_target(self.config, s, obs, evidence, likelihood))(
-            state.spans)
+        if lanes:  # over all particles at once (`mh_kernel.targets_lanes`; the same values)
+            targets = mh_kernel.targets_lanes(self.config, state.spans, obs, likelihood, PENALTY)
+        else:
+            targets = jax.vmap(lambda s: log_target(self.config, s, obs, evidence, likelihood))(
+                state.spans)
         log_weights = state.log_weights + (targets - state.log_target)
         log_weights = log_weights - jnp.max(log_weights)
         weights = jnp.exp(log_weights)
@@ -283,7 +291,7 @@ class ParticleSampler(Sampler):
                             (keys, lengths))
         return spans
 
-    def _sweeps_xla(self, key, spans, target, obs, evidence, likelihood, n_steps):
+    def _sweeps_xla(self, key, spans, target, obs, evidence, n_steps):
         """The MH steps as an XLA loop. Returns (`[P, S]` spans, `[P]` targets, `[P]` int32
         moves accepted per particle)."""
         shape = (n_steps, self.n_particles, 4)
@@ -294,8 +302,7 @@ class ParticleSampler(Sampler):
         def step(carry, i):
             spans, target, words, accepted = carry
             spans, target, accept = jax.vmap(
-                lambda s, t, w: self._mh_step(w, s, t, obs, evidence, likelihood))(
-                    spans, target, words)
+                lambda s, t, w: self._mh_step(w, s, t, obs, evidence))(spans, target, words)
             return (spans, target, fastpath.bits_row(key, shape, i + 1),
                     accepted + accept), None
 
@@ -304,7 +311,7 @@ class ParticleSampler(Sampler):
         (spans, target, _, accepted), _ = lax.scan(step, carry, jnp.arange(n_steps))
         return spans, target, accepted
 
-    def _mh_step(self, words, spans, target, obs, evidence, likelihood=None):
+    def _mh_step(self, words, spans, target, obs, evidence):
         """One single-ship Metropolis move of one particle. `words`: `[4]` uint32 randomness;
         `evidence`: `constraints.answer_evidence` of `obs`.
 
@@ -337,7 +344,7 @@ class ParticleSampler(Sampler):
         candidate = jnp.where(kind == 0, uniform_span, shifted)
         valid = candidate >= 0
         proposal = spans.at[ship].set(jnp.where(valid, candidate, current))
-        new_target = log_target(cfg, proposal, obs, evidence, likelihood)
+        new_target = log_target(cfg, proposal, obs, evidence)
         u = refrng.u32_to_unit_float(words[3], jnp.float32)
         accept = valid & (jnp.log(jnp.maximum(u, 1e-30)) < new_target - target)
         return (jnp.where(accept, proposal, spans), jnp.where(accept, new_target, target),
