@@ -151,3 +151,13 @@ def test_the_reference_streams_keep_the_xla_loops():
     keys = (jax.random.key(0), jax.random.key(1))
     assert chain_kernel.applies(PAPER, keys, (1000, 2500), reference_rng=False)
     assert not chain_kernel.applies(PAPER, keys, (1000, 2500), reference_rng=True)
+
+
+def test_the_particles_last_marginal_sums_the_same_occupancy():
+    from bsjax.battleship.belief.particles import marginal, marginal_particles_last
+    sampler = ParticleSampler(PAPER)
+    state = sampler.init(jax.random.key(0), _observation(PAPER, (3, 5), 2, [True, False, True], 1),
+                         jnp.int32(0))
+    spans, weights = sampler.weighted_particles(state)
+    np.testing.assert_allclose(marginal_particles_last(PAPER, spans, weights),
+                               marginal(PAPER, spans, weights), rtol=0, atol=1e-5)
