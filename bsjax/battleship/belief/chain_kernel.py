@@ -178,6 +178,11 @@ def _kernel(keys_ref, hit_ref, miss_ref, answers_ref, asked_ref, match_ref,
     accepted_out[0] = accepted
 
 
+def _origin(ndim: int) -> tuple[int, ...]:
+    """The block index of a whole array (grid-less kernel)."""
+    return (0,) * ndim
+
+
 @functools.cache
 def _tables(config: GameConfig) -> tuple[np.ndarray, ...]:
     """Static tables, flattened: span bits, length, offset, overlap, valid."""
@@ -217,13 +222,13 @@ def refresh(config: GameConfig, burn_key: jax.Array, collect_key: jax.Array,
         _kernel, n_ships=n_ships, n_words=config.n_words, n_kwords=tables.shot_ok.shape[-1],
         n_qwords=tables.answers.question_masks.shape[-1], n_questions=config.max_questions,
         n_lengths=n_lengths, burn_in=burn_in, n_samples=n_samples, thin=thin)
-    full = [pl.BlockSpec(x.shape, lambda n=x.ndim: (0,) * n) for x in whole]
+    full = [pl.BlockSpec(x.shape, functools.partial(_origin, x.ndim)) for x in whole]
     out_shape = [jax.ShapeDtypeStruct((n_ships,), jnp.int32),
                  jax.ShapeDtypeStruct((n_samples, n_ships), jnp.int32),
                  jax.ShapeDtypeStruct((1,), jnp.int32)]
     new_board, samples, accepted = pl.pallas_call(
         kernel, grid=(), in_specs=full,
-        out_specs=[pl.BlockSpec(s.shape, lambda n=len(s.shape): (0,) * n) for s in out_shape],
+        out_specs=[pl.BlockSpec(s.shape, functools.partial(_origin, s.ndim)) for s in out_shape],
         out_shape=out_shape,
         # One warp runs the chain; its steps depend on each other, nothing to pipeline.
         compiler_params=pl_triton.CompilerParams(num_warps=1, num_stages=1),
