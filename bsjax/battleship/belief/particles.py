@@ -137,8 +137,9 @@ class ParticleSampler(Sampler):
       mh_kernel: how the MH sweeps run (`mh_kernel.MODES`): "xla", a loop of XLA kernels;
         "pallas", one fused kernel per update (GPUs: ~1 launch instead of ~13 per step);
         "interpret", that kernel in Pallas's interpreter (any backend; tests); "lowering", chosen
-        when the program is lowered: the fused kernel for a CUDA GPU, on a TPU the XLA loop
-        without the per-observation tables (less memory per game), the XLA loop elsewhere (how
+        when the program is lowered: the fused kernel for a CUDA GPU, on a TPU the kernel's
+        code as plain XLA over all particles (`mh_kernel.rejuvenate_lanes`: particles the
+        minor axis, less memory per game), the XLA loop elsewhere (how
         `harness.aot` compiles for a device that is not there); "auto", the XLA loop when the
         default backend is a CPU, else "lowering". All play the same moves.
     """
