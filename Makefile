@@ -46,27 +46,27 @@ bench: $(STAMP)
 # compiler plugin lives in its own venv, so the main one never looks for a GPU.
 AOT_VENV := .venv-aot
 AOT_STAMP := $(AOT_VENV)/.installed
-$(AOT_STAMP): pyproject.toml
-	$(PYTHON) -m venv $(AOT_VENV)
-	$(AOT_VENV)/bin/pip install --quiet --upgrade pip
-	$(AOT_VENV)/bin/pip install --quiet -e '.[test,gpu-aot]'
-	touch $(AOT_STAMP)
+# The same for a TPU v5e 2x2 (four chips, games sharded over them): libtpu in its own venv.
+TPU_VENV := .venv-tpu
+TPU_STAMP := $(TPU_VENV)/.installed
+
+# A venv of its own holding bsjax with the test extra and one more: $(call extra_venv,DIR,EXTRA)
+define extra_venv
+$(1)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(1)
+	$(1)/bin/pip install --quiet --upgrade pip
+	$(1)/bin/pip install --quiet -e '.[test,$(2)]'
+	touch $(1)/.installed
+endef
+$(eval $(call extra_venv,$(AOT_VENV),gpu-aot))
+$(eval $(call extra_venv,$(TPU_VENV),tpu))
 
 gpu-check: $(AOT_STAMP)
 	JAX_PLATFORMS=cpu $(AOT_VENV)/bin/python benchmarks/gpu_check.py
 
-# The same for a TPU v5e 2x2 (four chips, games sharded over them): libtpu in its own venv.
-TPU_VENV := .venv-tpu
-TPU_STAMP := $(TPU_VENV)/.installed
-$(TPU_STAMP): pyproject.toml
-	$(PYTHON) -m venv $(TPU_VENV)
-	$(TPU_VENV)/bin/pip install --quiet --upgrade pip
-	$(TPU_VENV)/bin/pip install --quiet -e '.[test,tpu]'
-	touch $(TPU_STAMP)
-
 tpu-check: $(TPU_STAMP)
 	JAX_PLATFORMS=cpu $(TPU_VENV)/bin/python benchmarks/gpu_check.py --target tpu-v5e-2x2 \
-		--games 4096,16384 --out benchmarks/results/tpu-v5e-aot.jsonl
+		--samplers particles --games 4096,16384 --out benchmarks/results/tpu-v5e-aot.jsonl
 
 clean:
 	rm -rf $(VENV) $(AOT_VENV) $(TPU_VENV) results site
