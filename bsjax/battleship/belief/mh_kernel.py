@@ -1,23 +1,27 @@
 """The particle sampler's MH sweeps as one fused kernel (Pallas), for GPUs.
 
-`ParticleSampler._rejuvenate` is a loop of `sweeps × ships` single-ship MH steps. Compiled by
-XLA for a GPU, each step is about 13 kernels, so the 16 steps of an update are ~210 launches
-per game-turn — most of a turn at small and medium batches, where a GPU's time is launches, not
+`ParticleSampler`'s update is a loop of `sweeps × ships` single-ship MH steps. Compiled by XLA
+for a GPU, each step is about 13 kernels, so the 16 steps of an update are ~210 launches per
+game-turn — most of a turn at small and medium batches, where a GPU's time is launches, not
 arithmetic. Here the whole loop is one Pallas kernel: a program holds a block of one game's
-particles in registers and runs every step on them, reading the span tables and the game's
-answer table by gathers. One launch per update instead of ~210.
+particles in registers and runs every step on them, reading the span tables by gathers, after
+doing the update's systematic resampling (its search and gather). One launch per update.
 
 It plays the same moves as the XLA step, draw for draw: the same words (the threefry hash of
 each step's counters, computed in the kernel), the same integer arithmetic for the proposal and
-the shot violations, the same float32 log-target (the answer term read from the same `[2**Q]`
-table) and the same acceptance test. Tested game for game on a CPU in Pallas's interpret mode.
+the shot violations, the same float32 log-target (the answer terms summed in the order the
+XLA path's table was built in) and the same acceptance test. Tested game for game on a CPU in
+Pallas's interpret mode.
 
-Scope: protocols that reveal no colours (the paper's) with the answer table (Q ≤ 16), under
-JAX's default threefry; anything else keeps the XLA loop (`applies`).
+The program is written over lanes (`_sweeps`: every value a `[B]` vector per ship or bitboard
+word), so the same code also runs as plain XLA over all P particles at once
+(`rejuvenate_lanes`, `targets_lanes`): what a TPU runs, since there the particles as the minor
+axis of every array keep its (8, 128) tiles full.
 
-Layout: a game's particles are blocks of `BLOCK` lanes (P padded up to a multiple of it), each
-ship's spans one `[BLOCK]` row, so every load is contiguous or a table gather. Written for one
-game; `vmap` over games adds the games to the kernel's grid (Pallas's batching rule).
+Scope: protocols that reveal no colours (the paper's), under JAX's default threefry; anything
+else keeps the XLA loop (`applies`). Written for one game; `vmap` over games adds the games to
+the kernel's grid (Pallas's batching rule). Blocks are `BLOCK` lanes; the last block's lanes
+past P compute and write nothing.
 """
 
 from __future__ import annotations
