@@ -210,3 +210,60 @@ def test_real_by_benchmark_splits_events_and_sidecar(tmp_path):
     md = tables.table7(real).markdown()
     assert "| taskgraph n=5 | 5/5 | 5/5 |" in md and "| -100% |" in md
     assert not math.isnan(real["pooled"]["GILP"]["hsr"])
+
+
+# --- what the figures draw (the data behind each panel) --------------------------------------------
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The figures as drawn: `_save` keeps each Figure's axes before closing it."""
+    kept = {}
+    save = figures._save
+
+    def keep(fig, path):
+        kept[path.name] = fig.axes
+        return save(fig, path)
+
+    monkeypatch.setattr(figures, "_save", keep)
+    return kept
+
+
+def _same(drawn_values, expected):
+    assert len(drawn_values) == len(expected)
+    for got, want in zip(drawn_values, expected):
+        assert (math.isnan(got) and math.isnan(want)) or got == pytest.approx(want)
+
+
+def test_f1_draws_each_methods_sr_and_hsr_per_bucket(data, tmp_path, drawn):
+    rows, summary = data
+    figures.f1_horizons(summary, tmp_path / "f1.png", rows=rows)
+    left, right = drawn["f1.png"]
+    methods = [m for m in figures.F1_METHODS if m in summary]
+    assert [c.get_label() for c in left.containers] == methods
+    names = figures.config.HORIZON_BUCKET_NAMES
+    by_method = figures._episodes_by_method(rows)
+    for container, hsr_container, m in zip(left.containers, right.containers, methods):
+        sr = [figures._nan(summary[m]["sr_buckets"].get(b, {}).get("sr")) for b in names]
+        _same(container.lines[0].get_ydata(), sr)
+        hsr = [figures._nan(metrics.hsr([ep for ep in by_method[m]
+                                         if lo <= ep[0]["H"] <= hi])["hsr"])
+               for lo, hi in figures.config.HORIZON_BUCKETS]
+        _same(hsr_container.lines[0].get_ydata(), hsr)
+
+
+def test_f2_draws_every_method_at_its_cost_and_sr_and_the_frontier(data, tmp_path, drawn):
+    _, summary = data
+    figures.f2_pareto(summary, tmp_path / "f2.png")
+    (ax,) = drawn["f2.png"]
+    points = {t.get_text(): t.xy for t in ax.texts}
+    expected = {m: (s["tok_task"] if s["tok_task"] > 0 else figures.ZERO_TOKEN_X, s["sr"])
+                for m, s in summary.items() if s.get("sr") is not None}
+    assert points.keys() == expected.keys()
+    for m, (x, y) in expected.items():
+        assert points[m] == pytest.approx((x, y))
+    frontier = next(line for line in ax.lines if line.get_label() == "Pareto frontier")
+    front = figures.pareto_front([(m, x, y) for m, (x, y) in expected.items()])
+    assert list(frontier.get_xdata()) == pytest.approx([p[1] for p in front])
+    assert list(frontier.get_ydata()) == pytest.approx([p[2] for p in front])
+    # The cheapest method on the frontier is the 0-token planner, drawn at x = ZERO_TOKEN_X.
+    assert front[0][0] == "Parametric-WM-MPC"
