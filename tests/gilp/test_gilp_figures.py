@@ -267,3 +267,41 @@ def test_f2_draws_every_method_at_its_cost_and_sr_and_the_frontier(data, tmp_pat
     assert list(frontier.get_ydata()) == pytest.approx([p[2] for p in front])
     # The cheapest method on the frontier is the 0-token planner, drawn at x = ZERO_TOKEN_X.
     assert front[0][0] == "Parametric-WM-MPC"
+
+
+def test_f5_draws_each_variants_sr_and_hsr_bars_and_the_reference(data, tmp_path, drawn):
+    _, summary = data
+    figures.f5_ablations(summary, tmp_path / "f5.png")
+    sr_ax, hsr_ax = drawn["f5.png"]
+    methods = [m for m in figures.F5_METHODS if m in summary]
+    for ax, key in ((sr_ax, "sr"), (hsr_ax, "hsr")):
+        heights = [bar.get_height() for bar in ax.patches]
+        _same(heights, [figures._nan(summary[m].get(key)) for m in methods])
+        reference = [line for line in ax.lines if line.get_label() == figures.F5_REFERENCE]
+        assert reference and reference[0].get_ydata()[0] == pytest.approx(
+            summary[figures.F5_REFERENCE][key])
+
+
+def test_f6_draws_p_any_and_the_independence_bound(data, tmp_path, drawn):
+    rows, summary = data
+    figures.f6_error_proxies(summary, tmp_path / "f6.png", rows=rows)
+    (ax,) = drawn["f6.png"]
+    by_method = figures._episodes_by_method(rows)
+    lines = {line.get_label(): line for line in ax.lines}
+    for m in [m for m in figures.F6_METHODS if m in by_method]:
+        p_any = {x["H"]: x["p"] for x in metrics.p_any(by_method[m], figures.H_MAX)}
+        _same(lines[f"{m} P̂_any"].get_ydata(),
+              [figures._nan(p_any.get(h)) for h in range(1, figures.H_MAX + 1)])
+        bound = figures.indep_curve(metrics.p_err(by_method[m], figures.H_MAX))
+        _same(lines[f"{m} IndepBound"].get_ydata(), [figures._nan(b) for b in bound])
+
+
+def test_f4_draws_each_backbones_measured_srs_and_names_the_missing(tmp_path, drawn):
+    figures.f4_backbones(BACKBONES, tmp_path / "f4.png")
+    (ax,) = drawn["f4.png"]
+    standalone, hybrid = ax.containers[:2]
+    # Pooled scope: MLP and MPNN standalone; only MPNN has a hybrid SR (MLP's is not measured).
+    assert [b.get_height() for b in standalone] == pytest.approx([0.5, 0.58])
+    assert [b.get_height() for b in hybrid] == pytest.approx([0.79])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["MLP", "MPNN"]
+    assert "not measured: MLP hybrid" in ax.get_title()
