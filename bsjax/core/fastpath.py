@@ -53,10 +53,16 @@ def _is_default_threefry(key: jax.Array) -> bool:
             and bool(jax.config.jax_threefry_partitionable))
 
 
+def hash_words(key_hi: jnp.ndarray, key_lo: jnp.ndarray, counters: jnp.ndarray) -> jnp.ndarray:
+    """The word `jax.random.bits` draws at flat index `counters` under the key words
+    (`key_data(key)`): the two halves of its threefry hash, xor-ed. Kernels call it directly."""
+    high, low = threefry2x32(key_hi, key_lo, jnp.zeros_like(counters), counters)
+    return high ^ low
+
+
 def _hashed(key: jax.Array, counters: jnp.ndarray) -> jnp.ndarray:
     data = jax.random.key_data(key)
-    high, low = threefry2x32(data[0], data[1], jnp.zeros_like(counters), counters)
-    return high ^ low
+    return hash_words(data[0], data[1], counters)
 
 
 def hash_applies(key: jax.Array, shape: tuple[int, ...]) -> bool:

@@ -153,12 +153,10 @@ class ChainSampler(Sampler):
         tables = moves.move_tables(self.config, state.board, obs, self.log_dtype,
                                    state.answers.log_likelihood)
 
-        mode = self.mh_kernel
+        mode = mh_kernel.resolve(self.mh_kernel)
         steps = (self.burn_in, self.n_samples * self.thin)
         if mode != "xla" and not chain_kernel.applies(self.config, (k_burn, k_collect), steps,
                                                       self.reference_rng):
-            mode = "xla"
-        if mode == "auto" and jax.default_backend() == "cpu":
             mode = "xla"
         if mode != "xla":
             def fused(k_burn, k_collect, board, log_post, interpret=False):

@@ -26,7 +26,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pl_triton
 
 from bsjax.battleship.belief import moves
-from bsjax.battleship.belief.mh_kernel import popcount
+from bsjax.battleship.belief.mh_kernel import popcount, select
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import refrng
 from bsjax.battleship.game import spans as spans_lib
@@ -42,12 +42,6 @@ def applies(config: GameConfig, keys: tuple[jax.Array, jax.Array], steps: tuple[
     return (not reference_rng and not config.reveal_colour
             and all(fastpath.hash_applies(k, (n, _WORDS_PER_STEP))
                     for k, n in zip(keys, steps)))
-
-
-def _select(values, index):
-    """values[index] of a list of scalars, by selects."""
-    return functools.reduce(lambda acc, k: jnp.where(index == k, values[k], acc),
-                            range(1, len(values)), values[0])
 
 
 def _kernel(keys_ref, hit_ref, miss_ref, answers_ref, asked_ref, match_ref,
@@ -69,21 +63,18 @@ def _kernel(keys_ref, hit_ref, miss_ref, answers_ref, asked_ref, match_ref,
         k0 = jnp.where(burning, keys_ref[0], keys_ref[2])
         k1 = jnp.where(burning, keys_ref[1], keys_ref[3])
         base = jnp.where(burning, t, t - burn_in).astype(jnp.uint32) * jnp.uint32(_WORDS_PER_STEP)
-        out = []
-        for j in range(_WORDS_PER_STEP):
-            high, low = fastpath.threefry2x32(k0, k1, jnp.uint32(0), base + jnp.uint32(j))
-            out.append(high ^ low)
-        return out
+        return [fastpath.hash_words(k0, k1, base + jnp.uint32(j))
+                for j in range(_WORDS_PER_STEP)]
 
     def ship_bits(span):
         return [bits_ref[span * n_words + w] for w in range(n_words)]
 
     def pool_words(board, ship, bits):
         """`moves.pool_words`: (`[Kw]` packed pool, span id of candidate 0)."""
-        current = _select(board, ship)
+        current = select(board, ship)
         length = length_ref[current]
         first = offset_ref[length]
-        this = [_select([b[w] for b in bits], ship) for w in range(n_words)]
+        this = [select([b[w] for b in bits], ship) for w in range(n_words)]
         other = [functools.reduce(jnp.bitwise_or, (jnp.where(ship != k, bits[k][w], 0)
                                                    for k in range(n_ships)))
                  for w in range(n_words)]
@@ -116,7 +107,7 @@ def _kernel(keys_ref, hit_ref, miss_ref, answers_ref, asked_ref, match_ref,
         word = functools.reduce(lambda a, b: a + b, (
             ((b + c) <= n).astype(jnp.int32) for b, c in zip(before, counts)))
         word = jnp.clip(word, 0, n_kwords - 1)
-        x, rank = _select(words, word), n - _select(before, word)
+        x, rank = select(words, word), n - select(before, word)
         pos = jnp.uint32(0)
         for half in (16, 8, 4, 2, 1):
             low = popcount((x >> pos) & jnp.uint32((1 << half) - 1))

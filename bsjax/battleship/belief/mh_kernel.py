@@ -46,6 +46,12 @@ MODES = ("auto", "xla", "pallas", "interpret", "lowering")
 _WORDS_PER_STEP = 4  # random words per particle per step: ship, move kind, uniform span, u
 
 
+def resolve(mode: str) -> str:
+    """`mode` as traced now: "auto" on a CPU host is the XLA loop, decided at trace time
+    (tracing the other platforms' branches costs compile time); otherwise unchanged."""
+    return "xla" if mode == "auto" and jax.default_backend() == "cpu" else mode
+
+
 def applies(config: GameConfig, key: jax.Array, n_particles: int, n_steps: int) -> bool:
     """Whether the fused kernel can play these sweeps (else the XLA loop plays them)."""
     return (not config.reveal_colour
@@ -69,6 +75,13 @@ def popcount(x: jnp.ndarray) -> jnp.ndarray:
     x = (x & jnp.uint32(0x33333333)) + ((x >> 2) & jnp.uint32(0x33333333))
     x = (x + (x >> 4)) & jnp.uint32(0x0F0F0F0F)
     return ((x * jnp.uint32(0x01010101)) >> 24).astype(jnp.int32)
+
+
+def select(values: list, index):
+    """values[index] of a list of lane vectors (or scalars), by selects: a kernel cannot
+    index a Python list with a traced value."""
+    return functools.reduce(lambda acc, k: jnp.where(index == k, values[k], acc),
+                            range(1, len(values)), values[0])
 
 
 # The inputs of the sweeps, in order: the kernel's refs, or the arrays of `sweep_lanes`.
@@ -99,12 +112,8 @@ def _sweeps(read, lane, real, *, n_ships: int, n_words: int, n_questions: int,
     def words_of(step):
         """The step's four words per lane: `fastpath.bits_row` of the XLA loop."""
         base = (step * n_particles + lane).astype(jnp.uint32) * jnp.uint32(_WORDS_PER_STEP)
-        out = []
-        for j in range(_WORDS_PER_STEP):
-            high, low = fastpath.threefry2x32(key_hi, key_lo, jnp.zeros_like(base),
-                                              base + jnp.uint32(j))
-            out.append(high ^ low)
-        return out
+        return [fastpath.hash_words(key_hi, key_lo, base + jnp.uint32(j))
+                for j in range(_WORDS_PER_STEP)]
 
     def log_likelihood(board):
         """`constraints.answer_log_likelihood`: the answers in order, one add each."""
@@ -135,8 +144,7 @@ def _sweeps(read, lane, real, *, n_ships: int, n_words: int, n_questions: int,
         spans, target, accepted = carry
         w_ship, w_kind, w_span, w_u = words_of(i)
         ship = refrng.u32_times_int_high(w_ship, jnp.int32(n_ships))
-        current = functools.reduce(
-            lambda acc, k: jnp.where(ship == k, spans[k], acc), range(1, n_ships), spans[0])
+        current = select(spans, ship)
         length = read("length", current)
         kind = refrng.u32_times_int_high(w_kind, jnp.int32(5))
         uniform_span = read("offset", length) + refrng.u32_times_int_high(w_span, read("count", length))
@@ -272,4 +280,4 @@ def targets_lanes(config: GameConfig, spans: jnp.ndarray, obs: Observations,
 
 
 __all__ = ["BLOCK", "INPUTS", "MODES", "applies", "popcount", "rejuvenate", "rejuvenate_lanes",
-           "targets_lanes"]
+           "resolve", "select", "targets_lanes"]

@@ -189,13 +189,11 @@ class ParticleSampler(Sampler):
         no reweighting), then `sweeps` MH sweeps with `k_mh`. Runs the sweeps as `mh_kernel`
         says; "auto" is resolved when the program is lowered (the fused kernel for CUDA)."""
         n_steps = sweeps * self.config.n_ships
-        mode = self.mh_kernel
+        mode = mh_kernel.resolve(self.mh_kernel)
         if mode != "xla" and not mh_kernel.applies(self.config, k_mh, self.n_particles,
                                                    n_steps):
             mode = "xla"
         observe = functools.partial(self._observe_with, sweeps=sweeps)
-        if mode == "auto" and jax.default_backend() == "cpu":
-            mode = "xla"  # decided now: tracing the other platforms' branches costs compile time
         if mode in ("auto", "lowering"):
             return lax.platform_dependent(k_resample, k_mh, state, obs,
                                           cuda=functools.partial(observe, mode="pallas"),
@@ -277,8 +275,7 @@ class ParticleSampler(Sampler):
     def hit_probability(self, state: ParticleState) -> chex.Array:
         """`[C]` float32 weighted occupancy marginal."""
         spans, weights = self.weighted_particles(state)
-        if self.mh_kernel == "xla" or (self.mh_kernel == "auto"
-                                       and jax.default_backend() == "cpu"):
+        if mh_kernel.resolve(self.mh_kernel) == "xla":
             return marginal(self.config, spans, weights)
         return lax.platform_dependent(
             spans, weights, tpu=functools.partial(marginal_particles_last, self.config),

@@ -140,15 +140,19 @@ class Ceiling:
     f1: float
 
 
+def board_bits(config: GameConfig) -> float:
+    """H(board) of the config's fleet: from `KNOWN_BOARD_ENTROPY`, else counted."""
+    key = (config.rows, config.cols, tuple(sorted(config.fleet or (), reverse=True)))
+    bits = KNOWN_BOARD_ENTROPY.get(key)
+    return placement_count(config).board_entropy_bits if bits is None else bits
+
+
 def protocol_f1_ceiling(config: GameConfig) -> float | None:
     """The F1 ceiling of a protocol's games (its fleet, question budget and spotter noise), or
     None where the bound does not apply (hits that reveal colours, or no fixed fleet)."""
     if config.reveal_colour or config.fleet is None:
         return None
-    key = (config.rows, config.cols, tuple(sorted(config.fleet, reverse=True)))
-    bits = KNOWN_BOARD_ENTROPY.get(key)
-    if bits is None:
-        bits = placement_count(config).board_entropy_bits
+    bits = board_bits(config)
     cells = int(sum(config.fleet))
     epsilon = config.epsilon if config.env_noise else 0.0
     return f1_ceiling(cells, shot_floor(bits, cells, config.max_questions, epsilon))
@@ -170,10 +174,7 @@ def ledger(turns, config: GameConfig):
       errors: a p that is too confident understates what a shot told).
     """
     import pandas as pd
-    key = (config.rows, config.cols, tuple(sorted(config.fleet or (), reverse=True)))
-    board_bits = KNOWN_BOARD_ENTROPY.get(key)
-    if board_bits is None:
-        board_bits = placement_count(config).board_entropy_bits
+    bits = board_bits(config)
     epsilon = config.epsilon if config.env_noise else 0.0
     p = turns["hit_probability"].to_numpy(np.float64).clip(0.0, 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -183,8 +184,8 @@ def ledger(turns, config: GameConfig):
                           "shot_bits": np.where(shot, np.nan_to_num(h), 0.0),
                           "question_bits": np.where(shot, 0.0, question_capacity(epsilon))})
     out = frame.groupby(["board", "seed"], sort=False, as_index=False).sum()
-    out["board_bits"] = board_bits
-    out["share"] = (out["shot_bits"] + out["question_bits"]) / board_bits
+    out["board_bits"] = bits
+    out["share"] = (out["shot_bits"] + out["question_bits"]) / bits
     return out
 
 
@@ -200,6 +201,6 @@ def ceiling(config: GameConfig, lengths: Sequence[int] | None = None,
     return Ceiling(count, cells, questions, epsilon, shots, f1_ceiling(cells, shots))
 
 
-__all__ = ["KNOWN_BOARD_ENTROPY", "Ceiling", "PlacementCount", "binary_entropy", "ceiling",
-           "f1_ceiling", "ledger", "placement_count", "protocol_f1_ceiling", "question_capacity",
-           "shot_floor"]
+__all__ = ["KNOWN_BOARD_ENTROPY", "Ceiling", "PlacementCount", "binary_entropy", "board_bits",
+           "ceiling", "f1_ceiling", "ledger", "placement_count", "protocol_f1_ceiling",
+           "question_capacity", "shot_floor"]
