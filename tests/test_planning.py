@@ -306,6 +306,26 @@ def test_region_mass_matches_reference(p, shot, scale):
     np.testing.assert_allclose(got, ref_region_mass(p, unknown), atol=1e-5)
 
 
+@SETTINGS
+@given(p=st.lists(st.floats(0.0, 1.0, width=32).filter(lambda x: x == 0 or x > 1e-30),
+                  min_size=64, max_size=64),                 # no subnormals: XLA flushes them
+       shot=st.lists(st.booleans(), min_size=64, max_size=64))
+def test_region_mass_blocks_are_summed_in_cell_order(p, shot):
+    """A block's binned mass is the float32 sum in cell order, as a scatter-add makes it, bit for
+    bit (the games recorded with the scatter-add play unchanged)."""
+    p, unknown = np.asarray(p, np.float32), ~np.asarray(shot, bool)
+    mass = np.where(unknown, p, np.float32(0.0)).astype(np.float32)
+    binned = np.zeros(49, np.float32)
+    rows, cols = np.divmod(np.arange(64), 8)
+    np.add.at(binned, np.minimum(rows, 6) * 7 + np.minimum(cols, 6), mass)  # in index order
+    expected = np.clip(binned / np.float32(4.0), 0.0, 1.0)
+    got = np.asarray(region_mass_j(jnp.asarray(p), jnp.asarray(unknown)))
+    for t in CATALOG:
+        if t.family == "block-2x2":
+            r, c = divmod(t.cells[0], 8)
+            assert got[t.index].view(np.uint32) == expected[r * 7 + c].view(np.uint32)
+
+
 def test_region_mass_block_quirk_by_hand():
     unknown = np.ones(64, bool)
 
@@ -343,6 +363,27 @@ def test_cluster_relevance_matches_reference(hit, thin):
     hit = np.asarray(hit, bool) & np.asarray(thin, bool)       # ~25% density: several clusters
     got = np.asarray(cluster_relevance_j(jnp.asarray(hit)))
     np.testing.assert_allclose(got, ref_cluster_relevance(hit), atol=1e-6)
+
+
+@SETTINGS
+@given(hit=st.lists(st.booleans(), min_size=64, max_size=64),
+       regions=st.lists(st.lists(st.booleans(), min_size=64, max_size=64), min_size=1,
+                        max_size=6))
+def test_cluster_relevance_of_any_regions(hit, regions):
+    """Given regions, the same definition; the catalog's cells give the default exactly."""
+    hit, regions = np.asarray(hit, bool), np.asarray(regions, bool)
+    got = np.asarray(jax.jit(lambda h, r: sim.cluster_relevance(h, regions=r))(hit, regions))
+    clusters = ref_clusters(hit)
+    for region, value in zip(regions, got):
+        cells = np.flatnonzero(region)
+        rows_r, cols_r = set(cells // 8), set(cells % 8)
+        best = max([max(len(rows_r & {c // 8 for c in k}), len(cols_r & {c % 8 for c in k}))
+                    / max(len({c // 8 for c in k}), len({c % 8 for c in k}), 1)
+                    for k in clusters], default=0.0)
+        assert value == np.float32(best)
+    catalog = jax.jit(lambda h, r: sim.cluster_relevance(h, regions=r))(
+        hit, questions.catalog_cells())
+    np.testing.assert_array_equal(np.asarray(catalog), np.asarray(cluster_relevance_j(hit)))
 
 
 def test_cluster_relevance_by_hand():

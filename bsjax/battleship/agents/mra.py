@@ -153,10 +153,11 @@ class MRAAgent(Agent):
             is_open = (record.used[mode] < policy.budgets[mode]) & view.can_ask
             scores = jnp.where(pools[mode], adjusted[jnp.minimum(mode, 1)], -jnp.inf)
             question = fastpath.first_argmax(scores)
+            top = jnp.max(scores)  # = scores[question], NaN included, without a gather
             # The reference scans from a best of 0 and keeps strictly larger values.
             # Questions are scored only while the mode's budget is open (§8.3).
-            has_question = (scores[question] > 0) & is_open
-            bq = jnp.where(has_question, scores[question], 0.0)
+            has_question = (top > 0) & is_open
+            bq = jnp.where(has_question, top, 0.0)
             prefer = (is_open & has_question & (bq > best_value)
                       & ~(p[best] >= policy.exploit_threshold))
             return jnp.where(prefer, bq, best_value), prefer, question, bq, mode

@@ -143,28 +143,57 @@ def split(p_yes: jnp.ndarray) -> jnp.ndarray:
 @functools.cache
 def _template_tables():
     """Static tables of the 83 templates: cells `[83, 64]`, mass divisor `[83]`, block index
-    `[83]` (-1 if not a block), the rows and columns each region spans `[83, 8]`."""
+    `[83]` (-1 if not a block)."""
     cells = questions.catalog_cells()
     families = [t.family for t in questions.CATALOG]
     divisor = np.array([8.0 if f in ("row", "column") else 16.0 for f in families], np.float32)
     block = np.array([t.index - 34 if t.family == "block-2x2" else -1 for t in questions.CATALOG],
                      np.int32)
-    grid = cells.reshape(-1, 8, 8)
-    return cells, divisor, block, grid.any(axis=2), grid.any(axis=1)
+    return cells, divisor, block
+
+
+@functools.cache
+def _block_cells() -> np.ndarray:
+    """`[83, 4]` int32 for each block-2x2 template, the cells binned into it (§7.4, quirk 13: a
+    cell goes to the block anchored at (min(r, 6), min(c, 6))) in increasing order, padded with
+    64 (a cell of mass 0); all 64 for the other templates."""
+    _, _, block = _template_tables()
+    rows, cols = np.divmod(np.arange(64), 8)
+    anchor = np.minimum(rows, 6) * 7 + np.minimum(cols, 6)                      # [C] block id
+    table = np.full((len(block), 4), 64, np.int32)
+    for k in np.flatnonzero(block >= 0):
+        members = np.flatnonzero(anchor == block[k])
+        table[k, :len(members)] = members
+    return table
 
 
 def region_mass(hit_probability: jnp.ndarray, unknown: jnp.ndarray) -> jnp.ndarray:
     """`[83]` clip(M(R)/d(R), 0, 1) with the reference's block-2x2 binning (§7.4, quirk 13):
     each unknown cell's mass goes to the one block anchored at (min(r, 6), min(c, 6)), and a
     block's binned mass is divided by 4."""
-    cells, divisor, block, _, _ = _template_tables()
+    cells, divisor, block = _template_tables()
     mass = jnp.where(unknown, hit_probability, 0.0)                             # [C]
     plain = jnp.asarray(cells, jnp.float32) @ mass / jnp.asarray(divisor)
-    rows, cols = np.divmod(np.arange(64), 8)
-    anchor = np.minimum(rows, 6) * 7 + np.minimum(cols, 6)                      # [C] block id
-    binned = jnp.zeros(49, jnp.float32).at[anchor].add(mass) / 4.0
-    blocks = binned[jnp.asarray(np.maximum(block, 0))]
+    # A block's binned mass, summed in cell order as a scatter-add would (the same float), but
+    # as gathers that fuse with their consumer: no scatter kernel on a GPU.
+    padded = jnp.concatenate([mass, jnp.zeros(1, mass.dtype)])
+    binned = jnp.zeros(len(block), jnp.float32)
+    for column in _block_cells().T:
+        binned = binned + padded[column]
+    blocks = binned / 4.0
     return jnp.clip(jnp.where(jnp.asarray(block) >= 0, blocks, plain), 0.0, 1.0)
+
+
+_ROW_BIT = 1 << (np.arange(64) // 8)   # [C] the bit of each cell's row, of its column below
+_COLUMN_BIT = 1 << (np.arange(64) % 8)
+
+
+def _line_masks(cells) -> tuple:
+    """`[..., 64]` bool cells -> the rows and the columns they touch, as `[...]` int32 8-bit
+    masks (numpy in, numpy out: the catalog's are constants)."""
+    xp = np if isinstance(cells, np.ndarray) else jnp
+    return (xp.bitwise_or.reduce(xp.where(cells, _ROW_BIT, 0).astype(np.int32), axis=-1),
+            xp.bitwise_or.reduce(xp.where(cells, _COLUMN_BIT, 0).astype(np.int32), axis=-1))
 
 
 def cluster_relevance(hit_cells: jnp.ndarray, labels: jnp.ndarray | None = None,
@@ -174,25 +203,22 @@ def cluster_relevance(hit_cells: jnp.ndarray, labels: jnp.ndarray | None = None,
 
     `labels` (`[C]` from `questions.hit_clusters`) may be passed by a caller that already has
     them: the labelling is a while loop, which under vmap waits for the slowest game. `regions`
-    (`[K, C]` bool cells) are the 83 catalog templates by default."""
-    if regions is None:
-        _, _, _, region_rows, region_cols = _template_tables()
-    else:
-        grid = regions.reshape(-1, 8, 8)
-        region_rows, region_cols = jnp.any(grid, axis=2), jnp.any(grid, axis=1)
+    (`[K, C]` bool cells) are the 83 catalog templates by default. Rows and columns are 8-bit
+    masks and the intersections popcounts: small exact integers, as a 0/1 matrix product
+    gives, without a `[K, L]` product per game (or a kernel launch each on a GPU)."""
+    region_rows, region_cols = _line_masks(questions.catalog_cells() if regions is None
+                                           else regions)                        # [K]
     if labels is None:
         labels = questions.hit_clusters(hit_cells, 8, 8)                        # [C]
     member = labels[None, :] == jnp.arange(64)[:, None]                         # [L, C]
-    grid = member.reshape(64, 8, 8)
-    k_rows, k_cols = jnp.any(grid, axis=2), jnp.any(grid, axis=1)               # [L, 8]
-    exists = jnp.any(member, axis=1)                                            # [L]
-    r_rows = jnp.asarray(region_rows, jnp.float32)
-    r_cols = jnp.asarray(region_cols, jnp.float32)
-    shared_rows = r_rows @ k_rows.T.astype(jnp.float32)                         # [K, L]
-    shared_cols = r_cols @ k_cols.T.astype(jnp.float32)
-    extent = jnp.maximum(jnp.maximum(k_rows.sum(1), k_cols.sum(1)), 1).astype(jnp.float32)
-    overlap = jnp.maximum(shared_rows, shared_cols) / extent
-    return jnp.max(jnp.where(exists[None, :], overlap, 0.0), axis=1)
+    k_rows, k_cols = _line_masks(member)                                        # [L]
+    shared_rows = jnp.bitwise_count(jnp.asarray(region_rows)[:, None] & k_rows[None, :])
+    shared_cols = jnp.bitwise_count(jnp.asarray(region_cols)[:, None] & k_cols[None, :])
+    extent = jnp.maximum(jnp.maximum(jnp.bitwise_count(k_rows), jnp.bitwise_count(k_cols)), 1)
+    overlap = (jnp.maximum(shared_rows, shared_cols).astype(jnp.float32)        # [K, L]
+               / extent.astype(jnp.float32))
+    # A cluster exists where it has a cell, so a row.
+    return jnp.max(jnp.where(k_rows[None, :] != 0, overlap, 0.0), axis=1)
 
 
 def adjusted_values(raw: jnp.ndarray, p_yes: jnp.ndarray, mass: jnp.ndarray,
