@@ -161,3 +161,19 @@ def test_the_particles_last_marginal_sums_the_same_occupancy():
     spans, weights = sampler.weighted_particles(state)
     np.testing.assert_allclose(marginal_particles_last(PAPER, spans, weights),
                                marginal(PAPER, spans, weights), rtol=0, atol=1e-5)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1),
+       config=st.sampled_from([PAPER, tiny(4, 5, (3, 2)), grand_tiny(5, 4, (4, 2, 2))]))
+def test_the_particles_last_occupancy_is_the_span_tables(seed, config):
+    """Each particle's occupancy, computed from its spans' boxes, is the table's, cell for cell
+    (one-hot weights read it back exactly)."""
+    from bsjax.battleship.belief.particles import marginal_particles_last
+    from bsjax.battleship.game import spans as spans_lib
+    n_spans = spans_lib.table_for(config).n_spans
+    spans = np.random.default_rng(seed).integers(0, n_spans, (7, config.n_ships), np.int32)
+    occupancy = jax.vmap(lambda w: marginal_particles_last(config, jnp.asarray(spans), w))(
+        jnp.eye(7, dtype=jnp.float32))
+    np.testing.assert_array_equal(np.asarray(occupancy),
+                                  np.asarray(spans_lib.board_cells(config, spans), np.float32))
