@@ -177,3 +177,21 @@ def test_the_particles_last_occupancy_is_the_span_tables(seed, config):
         jnp.eye(7, dtype=jnp.float32))
     np.testing.assert_array_equal(np.asarray(occupancy),
                                   np.asarray(spans_lib.board_cells(config, spans), np.float32))
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1),
+       config=st.sampled_from([PAPER, tiny(4, 5, (3, 2)), grand_tiny(5, 4, (4, 2, 2))]))
+def test_the_particles_last_look_ahead_set_is_the_same(seed, config):
+    """What a TPU's planners read (occupancy and bitboards built particles-last, transposed) is
+    the span tables' particle set, bit for bit."""
+    from bsjax.battleship.game import spans as spans_lib
+    from bsjax.battleship.planning import sim
+    rng = np.random.default_rng(seed)
+    spans = jnp.asarray(rng.integers(0, spans_lib.table_for(config).n_spans,
+                                     (9, config.n_ships), np.int32))
+    weights = jnp.asarray(rng.dirichlet(np.ones(9)), jnp.float32)
+    rows, lanes = sim._particles(config, spans, weights), sim._particles_last(config, spans,
+                                                                              weights)
+    for a, b in zip(rows, lanes):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -267,6 +267,33 @@ def test_hit_clusters_matches_bfs(rows, cols, data):
 @pytest.mark.parametrize("rows, cols", SHAPES)
 @SETTINGS
 @given(data=st.data())
+def test_hit_clusters_with_a_hit_bound_are_the_same_labels(rows, cols, data):
+    """Unrolled to `max_hits - 1` rounds (no loop), the labels are those of the loop whenever
+    the hits are within the bound, the fleet's cells."""
+    n = rows * cols
+    max_hits = data.draw(st.integers(1, n))
+    cells = data.draw(st.lists(st.integers(0, n - 1), max_size=max_hits, unique=True))
+    hit = np.zeros(n, bool)
+    hit[cells] = True
+    bounded = jax.jit(q.hit_clusters, static_argnums=(1, 2, 3))(jnp.asarray(hit), rows, cols,
+                                                                 max_hits)
+    assert np.asarray(bounded).tolist() == bfs_labels(hit.tolist(), rows, cols)
+
+
+def test_hit_clusters_bound_on_the_longest_snake():
+    hit = np.zeros((8, 8), bool)
+    hit[0::2, :] = True
+    hit[1, 7] = hit[3, 0] = hit[5, 7] = True
+    labels = q.hit_clusters(jnp.asarray(hit.reshape(64)), 8, 8, int(hit.sum()))
+    np.testing.assert_array_equal(np.asarray(labels), np.where(hit.reshape(64), 0, -1))
+    # One round short of the bound, the far end has not heard of cell 0 yet: the bound is tight.
+    short = q.hit_clusters(jnp.asarray(hit.reshape(64)), 8, 8, int(hit.sum()) - 1)
+    assert np.asarray(short).max() > 0
+
+
+@pytest.mark.parametrize("rows, cols", SHAPES)
+@SETTINGS
+@given(data=st.data())
 def test_frontier_brute_force(rows, cols, data):
     hit, unknown = data.draw(board_states(rows, cols))
     got = np.asarray(frontier_j(jnp.asarray(hit), jnp.asarray(unknown), rows=rows, cols=cols))

@@ -50,6 +50,13 @@ class GameConfig:
         return max(1, math.ceil(self.n_cells / 32))
 
     @property
+    def max_ship_cells(self) -> int:
+        """The most ship cells a board can have (the fleet's, else every ship at the longest
+        length): a bound on the hit cells."""
+        cells = sum(self.fleet) if self.fleet else self.n_ships * max(self.ship_lengths)
+        return min(cells, self.n_cells)
+
+    @property
     def max_turns(self) -> int:
         return self.max_shots + self.max_questions
 

@@ -127,7 +127,7 @@ class MRAAgent(Agent):
 
         frontier_count = jnp.sum(questions.frontier(hit_cells, unknown, cfg.rows, cfg.cols),
                                  dtype=jnp.int32)
-        labels = questions.hit_clusters(hit_cells, cfg.rows, cfg.cols)
+        labels = questions.hit_clusters(hit_cells, cfg.rows, cfg.cols, cfg.max_ship_cells)
         sizes = jnp.sum(labels[None, :] == jnp.arange(cfg.n_cells)[:, None], axis=1)
         largest_cluster = jnp.max(sizes).astype(jnp.int32)
 

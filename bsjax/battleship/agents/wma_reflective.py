@@ -64,7 +64,7 @@ class WMAReflectiveAgent(MRAAgent):
         frontier_cell = best_shot(p, frontier)
         has_frontier = jnp.any(frontier)
         has_hits = hits > 0
-        labels = questions.hit_clusters(hit_cells, cfg.rows, cfg.cols)
+        labels = questions.hit_clusters(hit_cells, cfg.rows, cfg.cols, cfg.max_ship_cells)
         sizes = jnp.sum(labels[None, :] == jnp.arange(cfg.n_cells)[:, None], axis=1)
 
         # WMA's scoring rule in both phases, from one look-ahead.

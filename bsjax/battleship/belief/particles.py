@@ -22,7 +22,6 @@ from typing import NamedTuple
 import chex
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from bsjax.battleship.belief import constraints, mh_kernel, moves
@@ -117,30 +116,11 @@ def marginal(config: GameConfig, spans: jnp.ndarray, weights: jnp.ndarray) -> jn
     return weights @ spans_lib.board_cells(config, spans).astype(jnp.float32)     # [P, C]
 
 
-@functools.cache
-def _span_boxes(config: GameConfig) -> np.ndarray:
-    """`[N]` int32 each span's first and last row and column, one byte each (a span is a
-    straight line: its box is its cells)."""
-    cells = spans_lib.table_for(config).cells.reshape(-1, config.rows, config.cols)
-    rows, cols = np.any(cells, axis=2), np.any(cells, axis=1)
-    first = lambda lines: np.argmax(lines, axis=1)                                # noqa: E731
-    last = lambda lines: lines.shape[1] - 1 - np.argmax(lines[:, ::-1], axis=1)  # noqa: E731
-    return (first(rows) | last(rows) << 8 | first(cols) << 16 | last(cols) << 24).astype(np.int32)
-
-
 def marginal_particles_last(config: GameConfig, spans: jnp.ndarray,
                             weights: jnp.ndarray) -> jnp.ndarray:
     """`marginal` with the occupancy laid out `[C, P]`, particles the minor axis (what a TPU
-    runs: `[P, C]` pads C = 64 to a tile of 128). The occupancy is computed from each span's
-    box, not gathered from the `[N, C]` table (a gather of table rows is `[P, C]` again). The
-    same sum, up to its order."""
-    box = jnp.asarray(_span_boxes(config))[spans.T]                                 # [S, P]
-    row, col = (jnp.asarray(x)[:, None, None] for x in np.divmod(np.arange(config.n_cells),
-                                                                   config.cols))
-    byte = lambda i: (box >> (8 * i)) & 0xFF                                        # noqa: E731
-    inside = (byte(0) <= row) & (row <= byte(1)) & (byte(2) <= col) & (col <= byte(3))
-    occupancy = jnp.any(inside, axis=1)                                             # [C, P]
-    return occupancy.astype(jnp.float32) @ weights
+    runs: `spans.cells_particles_last`). The same sum, up to its order."""
+    return spans_lib.cells_particles_last(config, spans).astype(jnp.float32) @ weights
 
 
 @dataclasses.dataclass(frozen=True)

@@ -223,7 +223,8 @@ def _neighbour_any(mask: jnp.ndarray, rows: int, cols: int) -> jnp.ndarray:
     return out.reshape(rows * cols)
 
 
-def hit_clusters(hit_cells: jnp.ndarray, rows: int, cols: int) -> jnp.ndarray:
+def hit_clusters(hit_cells: jnp.ndarray, rows: int, cols: int,
+                 max_hits: int | None = None) -> jnp.ndarray:
     """Label the 4-connected components of hit cells (docs/battleship/protocol.md §7.4).
 
     Iterated min-label propagation: every hit cell starts with its own index and repeatedly
@@ -233,6 +234,11 @@ def hit_clusters(hit_cells: jnp.ndarray, rows: int, cols: int) -> jnp.ndarray:
     Args:
       hit_cells: `[C]` bool hit cells.
       rows, cols: static board shape, C = rows * cols.
+      max_hits: static bound on the hit cells (`GameConfig.max_ship_cells`: a hit is a ship
+        cell): then `max_hits - 1` rounds, unrolled, with no data-dependent loop (on a GPU a
+        `while` reads its test back on the host every round, on a TPU it is an all-reduce
+        across chips every round, and under vmap it waits for the slowest game). None: rounds
+        until nothing changes. The labels are the same.
 
     Returns:
       `[C]` int32: for a hit cell, the smallest cell index of its component; -1 elsewhere.
@@ -250,6 +256,12 @@ def hit_clusters(hit_cells: jnp.ndarray, rows: int, cols: int) -> jnp.ndarray:
             jnp.minimum(grid[1:-1, :-2], grid[1:-1, 2:]),
         ).reshape(n_cells)
         return jnp.where(hit, jnp.minimum(labels, best), sentinel)
+
+    if max_hits is not None:
+        labels = init
+        for _ in range(min(max_hits, n_cells) - 1):
+            labels = propagate(labels)
+        return jnp.where(hit, labels, jnp.int32(-1))
 
     def cond(carry: tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]) -> jnp.ndarray:
         i, _, changed = carry
@@ -302,7 +314,8 @@ def frontier_ring(anchor: jnp.ndarray, radius: jnp.ndarray, unknown_cells: jnp.n
 
 
 def cluster_neighborhood(anchor: jnp.ndarray, depth: jnp.ndarray, hit_cells: jnp.ndarray,
-                         unknown_cells: jnp.ndarray, rows: int, cols: int) -> jnp.ndarray:
+                         unknown_cells: jnp.ndarray, rows: int, cols: int,
+                         max_hits: int | None = None) -> jnp.ndarray:
     """DSL `cluster_neighborhood`: unknown cells within distance `depth` of `anchor`'s cluster.
 
     The cluster is the 4-connected component of hit cells containing `anchor`; its own cells
@@ -314,13 +327,14 @@ def cluster_neighborhood(anchor: jnp.ndarray, depth: jnp.ndarray, hit_cells: jnp
       hit_cells: `[C]` bool hit cells.
       unknown_cells: `[C]` bool cells not yet shot.
       rows, cols: static board shape.
+      max_hits: `hit_clusters`'s bound on the hit cells (None: none).
 
     Returns:
       `[C]` bool region.
     """
     n_cells = rows * cols
     chex.assert_shape([hit_cells, unknown_cells], (n_cells,))
-    labels = hit_clusters(hit_cells, rows, cols)
+    labels = hit_clusters(hit_cells, rows, cols, max_hits)
     anchor_label = labels[anchor]
     cluster = (labels == anchor_label) & (anchor_label >= 0)                      # [C]
     # The cells within Manhattan distance `depth` of the cluster are the cluster dilated `depth`

@@ -168,5 +168,41 @@ def board_cells(config: GameConfig, spans: jnp.ndarray) -> jnp.ndarray:
     return jnp.any(jnp.asarray(table_for(config).cells)[spans], axis=-2)
 
 
+@functools.cache
+def _span_boxes(rows: int, cols: int, lengths: tuple[int, ...]) -> np.ndarray:
+    """`[N]` int32 each span's first and last row and column, one byte each (a span is a
+    straight line: its box is its cells)."""
+    cells = span_table(rows, cols, lengths).cells.reshape(-1, rows, cols)
+    on_rows, on_cols = np.any(cells, axis=2), np.any(cells, axis=1)
+    first = lambda lines: np.argmax(lines, axis=1)                                # noqa: E731
+    last = lambda lines: lines.shape[1] - 1 - np.argmax(lines[:, ::-1], axis=1)  # noqa: E731
+    return (first(on_rows) | last(on_rows) << 8 | first(on_cols) << 16
+            | last(on_cols) << 24).astype(np.int32)
+
+
+def cells_particles_last(config: GameConfig, spans: jnp.ndarray) -> jnp.ndarray:
+    """`board_cells` of `[P, S]` placements laid out `[C, P]`, particles the minor axis (what a
+    TPU wants: `[P, C]` pads C = 64 to its 128-wide tiles). Computed from each span's box, not
+    gathered from the `[N, C]` table (whose rows would make `[P, C]` again); the same cells."""
+    box = jnp.asarray(_span_boxes(config.rows, config.cols,
+                                  tuple(sorted(config.ship_lengths))))[spans.T]       # [S, P]
+    row, col = (jnp.asarray(x, jnp.int32)[:, None, None]
+                for x in np.divmod(np.arange(config.n_cells), config.cols))
+    byte = lambda i: (box >> (8 * i)) & 0xFF                                        # noqa: E731
+    inside = (byte(0) <= row) & (row <= byte(1)) & (byte(2) <= col) & (col <= byte(3))
+    return jnp.any(inside, axis=1)                                                  # [C, P]
+
+
+def bits_particles_last(config: GameConfig, cells: jnp.ndarray) -> jnp.ndarray:
+    """`[C, P]` bool cells -> `[W, P]` uint32 bitboards (`board_bits`, particles last)."""
+    n_particles = cells.shape[1]
+    padded = jnp.concatenate([cells, jnp.zeros((config.n_words * 32 - config.n_cells,
+                                                n_particles), bool)])
+    shifts = jnp.arange(32, dtype=jnp.uint32)[None, :, None]
+    return jnp.sum(jnp.where(padded.reshape(config.n_words, 32, n_particles),
+                             jnp.left_shift(jnp.uint32(1), shifts), jnp.uint32(0)),
+                   axis=1, dtype=jnp.uint32)
+
+
 def span_lengths(config: GameConfig, spans: jnp.ndarray) -> jnp.ndarray:
     return jnp.asarray(table_for(config).length)[spans]

@@ -25,9 +25,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bsjax.battleship.belief import mh_kernel
 from bsjax.battleship.belief.base import AnswerModel
 from bsjax.battleship.config import GameConfig
-from bsjax.battleship.game import bitboard
+from bsjax.battleship.game import bitboard, questions
 from bsjax.battleship.planning import eig, sim
 from bsjax.battleship.types import View
 from bsjax.core import fastpath
@@ -66,7 +67,11 @@ def summarize_turn(config: GameConfig, view: View, sampler, belief) -> TurnSumma
     hits = jnp.sum(hit_cells, dtype=jnp.int32).astype(jnp.float32)
     total = jnp.sum(view.obs.ship_lengths).astype(jnp.float32)
     best = best_shot(p, unknown)
-    return TurnSummary(p, sim.particles(config, *sampler.weighted_particles(belief)), unknown,
+    # A sampler that defers its kernels to the lowering (`mh_kernel`) lays its particles out
+    # for the platform too.
+    by_platform = mh_kernel.resolve(getattr(sampler, "mh_kernel", "xla")) != "xla"
+    parts = sim.particles(config, *sampler.weighted_particles(belief), by_platform=by_platform)
+    return TurnSummary(p, parts, unknown,
                        hit_cells, hits, total, best, sim.shot_values(p[best], hits, total),
                        sampler.answer_model(belief))
 
@@ -123,6 +128,9 @@ def template_features(config: GameConfig, turn: TurnSummary, coarse: jax.Array,
     """
     look = sim.lookahead(config, turn.parts, sim.answers(sim.template_bits(), turn.parts),
                          turn.unknown, rows=rows, model=turn.answers)
+    if labels is None:
+        labels = questions.hit_clusters(turn.hit_cells, config.rows, config.cols,
+                                        config.max_ship_cells)
     return QuestionFeatures(
         p=turn.p, unknown=turn.unknown, hit_cells=turn.hit_cells, hits=turn.hits,
         total=turn.total, best_value=turn.best_value, p_yes=look.p_yes,
@@ -147,7 +155,9 @@ def region_features(config: GameConfig, turn: TurnSummary, regions: jax.Array,
         total=turn.total, best_value=turn.best_value, p_yes=p_yes, best_after=look.best_after,
         raw=sim.raw_question_values(look, turn.hits, turn.total),
         region_mass=jnp.clip(mass, 0.0, 1.0),
-        cluster_relevance=sim.cluster_relevance(turn.hit_cells, regions=cells),
+        cluster_relevance=sim.cluster_relevance(
+            turn.hit_cells, questions.hit_clusters(turn.hit_cells, config.rows, config.cols,
+                                                   config.max_ship_cells), regions=cells),
         coarse=jnp.asarray(coarse), epsilon=turn.answers.epsilon)
 
 

@@ -12,10 +12,11 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from bsjax.battleship.belief.base import AnswerModel
 from bsjax.battleship.config import GameConfig
-from bsjax.battleship.game import bitboard, questions
+from bsjax.battleship.game import questions
 from bsjax.battleship.game import spans as spans_lib
 
 COARSE_WEIGHTS = (0.015, 0.005, 0.0)     # split, regionMass, clusterRelevance
@@ -36,10 +37,29 @@ class Particles(NamedTuple):
     weights: jnp.ndarray
 
 
-def particles(config: GameConfig, spans: jnp.ndarray, weights: jnp.ndarray) -> Particles:
-    """From `[P, S]` span ids and `[P]` weights."""
+def particles(config: GameConfig, spans: jnp.ndarray, weights: jnp.ndarray,
+              by_platform: bool = False) -> Particles:
+    """From `[P, S]` span ids and `[P]` weights.
+
+    `by_platform`: chosen when the program is lowered: on a TPU the occupancy and bitboards are
+    built particles-last (`spans.cells_particles_last`) and transposed, which lets XLA keep
+    the particles as their minor axis (the same values); elsewhere the span tables' rows."""
+    if not by_platform:
+        return _particles(config, spans, weights)
+    return lax.platform_dependent(spans, weights,
+                                  tpu=functools.partial(_particles_last, config),
+                                  default=functools.partial(_particles, config))
+
+
+def _particles(config: GameConfig, spans: jnp.ndarray, weights: jnp.ndarray) -> Particles:
     return Particles(spans_lib.board_cells(config, spans).astype(jnp.float32),
                      spans_lib.board_bits(config, spans), weights)
+
+
+def _particles_last(config: GameConfig, spans: jnp.ndarray, weights: jnp.ndarray) -> Particles:
+    cells = spans_lib.cells_particles_last(config, spans)                         # [C, P]
+    return Particles(cells.T.astype(jnp.float32),
+                     spans_lib.bits_particles_last(config, cells).T, weights)
 
 
 def hit_probability(parts: Particles) -> jnp.ndarray:
@@ -54,7 +74,11 @@ def shot_values(hit_probability: jnp.ndarray, hits: jnp.ndarray, total_cells) ->
 
 def answers(region_bits: jnp.ndarray, parts: Particles) -> jnp.ndarray:
     """`[K, P]` bool: does particle p have a ship in region k."""
-    return bitboard.intersects(region_bits[:, None, :], parts.bits[None, :, :])
+    # Word by word: no `[K, P, W]` intermediate (which a TPU materialises, its W = 2 padded
+    # to a 128-wide tile).
+    words = [(region_bits[:, None, w] & parts.bits[None, :, w]) != 0
+             for w in range(region_bits.shape[-1])]
+    return functools.reduce(jnp.logical_or, words)
 
 
 class Lookahead(NamedTuple):
@@ -184,16 +208,20 @@ def region_mass(hit_probability: jnp.ndarray, unknown: jnp.ndarray) -> jnp.ndarr
     return jnp.clip(jnp.where(jnp.asarray(block) >= 0, blocks, plain), 0.0, 1.0)
 
 
-_ROW_BIT = 1 << (np.arange(64) // 8)   # [C] the bit of each cell's row, of its column below
-_COLUMN_BIT = 1 << (np.arange(64) % 8)
+# [C] int32 the bit of each cell's row, and of its column.
+_ROW_BIT = (1 << (np.arange(64) // 8)).astype(np.int32)
+_COLUMN_BIT = (1 << (np.arange(64) % 8)).astype(np.int32)
 
 
 def _line_masks(cells) -> tuple:
     """`[..., 64]` bool cells -> the rows and the columns they touch, as `[...]` int32 8-bit
     masks (numpy in, numpy out: the catalog's are constants)."""
-    xp = np if isinstance(cells, np.ndarray) else jnp
-    return (xp.bitwise_or.reduce(xp.where(cells, _ROW_BIT, 0).astype(np.int32), axis=-1),
-            xp.bitwise_or.reduce(xp.where(cells, _COLUMN_BIT, 0).astype(np.int32), axis=-1))
+    if isinstance(cells, np.ndarray):
+        return (np.bitwise_or.reduce(np.where(cells, _ROW_BIT, 0), axis=-1),
+                np.bitwise_or.reduce(np.where(cells, _COLUMN_BIT, 0), axis=-1))
+    zero, last = jnp.int32(0), cells.ndim - 1
+    return tuple(lax.reduce(jnp.where(cells, bit, zero), zero, lax.bitwise_or, (last,))
+                 for bit in (_ROW_BIT, _COLUMN_BIT))
 
 
 def cluster_relevance(hit_cells: jnp.ndarray, labels: jnp.ndarray | None = None,
