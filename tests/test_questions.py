@@ -275,19 +275,22 @@ def test_hit_clusters_with_a_hit_bound_are_the_same_labels(rows, cols, data):
     cells = data.draw(st.lists(st.integers(0, n - 1), max_size=max_hits, unique=True))
     hit = np.zeros(n, bool)
     hit[cells] = True
-    bounded = jax.jit(q.hit_clusters, static_argnums=(1, 2, 3))(jnp.asarray(hit), rows, cols,
-                                                                 max_hits)
+    bounded = jax.jit(q.hit_clusters, static_argnums=(1, 2, 3, 4))(jnp.asarray(hit), rows,
+                                                                    cols, max_hits, True)
     assert np.asarray(bounded).tolist() == bfs_labels(hit.tolist(), rows, cols)
+    # By platform (this CPU: the loop), the same.
+    assert np.asarray(q.hit_clusters(jnp.asarray(hit), rows, cols, max_hits)).tolist() == (
+        bfs_labels(hit.tolist(), rows, cols))
 
 
 def test_hit_clusters_bound_on_the_longest_snake():
     hit = np.zeros((8, 8), bool)
     hit[0::2, :] = True
     hit[1, 7] = hit[3, 0] = hit[5, 7] = True
-    labels = q.hit_clusters(jnp.asarray(hit.reshape(64)), 8, 8, int(hit.sum()))
+    labels = q.hit_clusters(jnp.asarray(hit.reshape(64)), 8, 8, int(hit.sum()), unroll=True)
     np.testing.assert_array_equal(np.asarray(labels), np.where(hit.reshape(64), 0, -1))
     # One round short of the bound, the far end has not heard of cell 0 yet: the bound is tight.
-    short = q.hit_clusters(jnp.asarray(hit.reshape(64)), 8, 8, int(hit.sum()) - 1)
+    short = q.hit_clusters(jnp.asarray(hit.reshape(64)), 8, 8, int(hit.sum()) - 1, unroll=True)
     assert np.asarray(short).max() > 0
 
 

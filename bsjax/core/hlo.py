@@ -199,7 +199,9 @@ def launch_counts(hlo_text: str) -> dict:
       `outer_per_iteration`: launches per iteration of the first loop of unknown trip count, or
       of the outermost loop (for bsjax's turn loop: launches per game-turn); `collectives` per
       such iteration; `bytes_per_iteration` the bytes its launches read and write (an upper
-      bound: see `Loop.bytes_per_iteration`).
+      bound: see `Loop.bytes_per_iteration`); `data_dependent_loops`: the loops of unknown trip
+      count inside that iteration, each counted once above (so a lower bound) and each a
+      round trip to the host per round on a GPU.
     """
     comps, entry = computations(hlo_text)
     total, collectives, loops = _walk(comps, entry, 0)
@@ -215,7 +217,12 @@ def launch_counts(hlo_text: str) -> dict:
         return found[0] if found else None
 
     turn = outer(loops)
+
+    def unknown_trips(found: list[Loop]) -> int:
+        return sum((loop.trip_count is None) + unknown_trips(loop.loops) for loop in found)
+
     return {"entry": total, "collectives_entry": collectives, "loops": loops,
+            "data_dependent_loops": unknown_trips(turn.loops) if turn else unknown_trips(loops),
             "outer_per_iteration": turn.per_iteration if turn else total,
             "collectives_per_iteration": turn.collectives if turn else collectives,
             "bytes_per_iteration": (turn.bytes_per_iteration if turn

@@ -42,7 +42,7 @@ def candidate_regions(config: GameConfig, hit_cells: jnp.ndarray,
     rows, cols, n = config.rows, config.cols, config.n_cells
     cells = jnp.arange(n, dtype=jnp.int32)
     frontier = questions.frontier(hit_cells, unknown, rows, cols)
-    labels = questions.hit_clusters(hit_cells, rows, cols)
+    labels = questions.hit_clusters(hit_cells, rows, cols, config.max_ship_cells)
     ring_anchor = hit_cells | frontier
     cluster_anchor = hit_cells & (labels == cells)        # one anchor per cluster
 
@@ -53,7 +53,7 @@ def candidate_regions(config: GameConfig, hit_cells: jnp.ndarray,
 
     def neighbourhoods(depth):
         regions = jax.vmap(lambda a: questions.cluster_neighborhood(
-            a, jnp.int32(depth), hit_cells, unknown, rows, cols))(cells)
+            a, depth, hit_cells, unknown, rows, cols, config.max_ship_cells))(cells)
         return regions & cluster_anchor[:, None]
 
     dsl = jnp.concatenate([rings(r) for r in RADII] + [neighbourhoods(d) for d in RADII])

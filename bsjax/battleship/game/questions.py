@@ -224,7 +224,7 @@ def _neighbour_any(mask: jnp.ndarray, rows: int, cols: int) -> jnp.ndarray:
 
 
 def hit_clusters(hit_cells: jnp.ndarray, rows: int, cols: int,
-                 max_hits: int | None = None) -> jnp.ndarray:
+                 max_hits: int | None = None, unroll: bool | None = None) -> jnp.ndarray:
     """Label the 4-connected components of hit cells (docs/battleship/protocol.md §7.4).
 
     Iterated min-label propagation: every hit cell starts with its own index and repeatedly
@@ -237,8 +237,11 @@ def hit_clusters(hit_cells: jnp.ndarray, rows: int, cols: int,
       max_hits: static bound on the hit cells (`GameConfig.max_ship_cells`: a hit is a ship
         cell): then `max_hits - 1` rounds, unrolled, with no data-dependent loop (on a GPU a
         `while` reads its test back on the host every round, on a TPU it is an all-reduce
-        across chips every round, and under vmap it waits for the slowest game). None: rounds
-        until nothing changes. The labels are the same.
+        across chips every round, and under vmap it waits for the slowest game), where the
+        program runs on an accelerator; a CPU still stops when nothing changes (faster there).
+        None: rounds until nothing changes everywhere. The labels are the same.
+      unroll: with `max_hits`, force the bounded rounds (True) or the loop (False) whatever
+        the platform (None: by platform, as above).
 
     Returns:
       `[C]` int32: for a hit cell, the smallest cell index of its component; -1 elsewhere.
@@ -257,11 +260,10 @@ def hit_clusters(hit_cells: jnp.ndarray, rows: int, cols: int,
         ).reshape(n_cells)
         return jnp.where(hit, jnp.minimum(labels, best), sentinel)
 
-    if max_hits is not None:
-        labels = init
+    def unrolled(labels: jnp.ndarray) -> jnp.ndarray:
         for _ in range(min(max_hits, n_cells) - 1):
             labels = propagate(labels)
-        return jnp.where(hit, labels, jnp.int32(-1))
+        return labels
 
     def cond(carry: tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]) -> jnp.ndarray:
         i, _, changed = carry
@@ -272,7 +274,15 @@ def hit_clusters(hit_cells: jnp.ndarray, rows: int, cols: int,
         new = propagate(labels)
         return i + 1, new, jnp.any(new != labels)
 
-    _, labels, _ = jax.lax.while_loop(cond, body, (jnp.int32(0), init, jnp.bool_(True)))
+    def until_stable(labels: jnp.ndarray) -> jnp.ndarray:
+        return jax.lax.while_loop(cond, body, (jnp.int32(0), labels, jnp.bool_(True)))[1]
+
+    if max_hits is None or unroll is False:
+        labels = until_stable(init)
+    elif unroll:
+        labels = unrolled(init)
+    else:  # a CPU stops early (no launches to save); an accelerator runs the bound
+        labels = jax.lax.platform_dependent(init, cpu=until_stable, default=unrolled)
     return jnp.where(hit, labels, jnp.int32(-1))
 
 
@@ -323,7 +333,7 @@ def cluster_neighborhood(anchor: jnp.ndarray, depth: jnp.ndarray, hit_cells: jnp
 
     Args:
       anchor: `[]` int32 cell index.
-      depth: `[]` int32, 1 or 2.
+      depth: 1 or 2, a Python int (the growth unrolled) or a `[]` int32.
       hit_cells: `[C]` bool hit cells.
       unknown_cells: `[C]` bool cells not yet shot.
       rows, cols: static board shape.
@@ -340,7 +350,11 @@ def cluster_neighborhood(anchor: jnp.ndarray, depth: jnp.ndarray, hit_cells: jnp
     # The cells within Manhattan distance `depth` of the cluster are the cluster dilated `depth`
     # times by the 4-neighbourhood (on a grid without walls the two sets are the same): no
     # [C, C] distance table per anchor (about an eighth of a Bayes turn in a CPU profile).
-    near = lax.fori_loop(0, depth, lambda _, m: m | _neighbour_any(m, rows, cols), cluster)
+    grow = lambda _, m: m | _neighbour_any(m, rows, cols)                          # noqa: E731
+    if isinstance(depth, int):  # static: unrolled, no loop whose trip count is data
+        near = functools.reduce(lambda m, i: grow(i, m), range(depth), cluster)
+    else:
+        near = lax.fori_loop(0, depth, grow, cluster)
     return unknown_cells.astype(bool) & ~cluster & near
 
 
