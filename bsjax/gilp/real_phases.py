@@ -1,7 +1,8 @@
 """One step's LLM phases of the real-LLM loop (docs/gilp/spec.md §4.6 phases 2-4), on the host: the
 draft (with GILP's re-prompt after an unparseable one), the Jaccard consistency gate and its
-correction call, the risk gate and its escalation call. The gate arithmetic is the pure functions
-of `planners.gate`, run on the host's CPU device; the LLM is called through `GilpDriver`."""
+correction call, the risk gate and its escalation call. The gates are the simulator's own
+(`planners.gate.consistency_gate` and `risk_gate`, with the method's `MethodFlags`), run on the
+host's CPU device; the LLM is called through `GilpDriver`."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 from bsjax.gilp.llm import prompts
 from bsjax.gilp.llm.driver import Correction, GilpDriver, LLMReply, RiskAlert
 from bsjax.gilp.llm.parse import change_mask, imagined_status
-from bsjax.gilp.methods import MethodConfig
+from bsjax.gilp.methods import MethodConfig, method_flags
 from bsjax.gilp.planners import gate
 
 
@@ -41,7 +42,7 @@ def decide(method: MethodConfig, driver: GilpDriver, ctx: prompts.PromptContext,
     calls: list[LLMReply] = []
     out = {"cons": None, "cons_after": None, "corrected": False, "rho_hat": None,
            "rho_eff": None, "risk_fired": False, "risk_gate_empty": False}
-    flags = method.gate
+    flags = method_flags(method) if method.gated else None
     draft = driver.draft(ctx)
     calls.append(draft)
     draft_index, used = 0, 0
@@ -58,11 +59,10 @@ def decide(method: MethodConfig, driver: GilpDriver, ctx: prompts.PromptContext,
             cons = float(gate.jaccard(s_mask, p1["changed"][slot]))
         out["cons"], out["rho_hat"] = cons, float(p1["risk"][slot])
         if method.gated:
-            with _on_host():
-                issue, double = gate.gate_decision(flags, cons, used, method.max_corrections,
-                                                   method.tau_low, method.tau_high)
-                issue, double = bool(issue), bool(double)
-            if issue:
+            with _on_host():  # the simulator's gate (`planners.gate`), on this step's values
+                phase3 = gate.consistency_gate(flags, cons, used)
+            cons_after = float("nan")
+            if bool(phase3.issue):
                 used += 1
                 out["corrected"] = True
                 pred = p1["pred_status"][slot]
@@ -80,18 +80,16 @@ def decide(method: MethodConfig, driver: GilpDriver, ctx: prompts.PromptContext,
                 with _on_host():
                     cons_after = float(gate.jaccard(change_mask(n, final.atoms),
                                                     p1["changed"][slot]))
-                    double = bool(gate.after_correction(flags, cons_after, method.tau_high))
                 out["cons_after"] = cons_after
                 out["rho_hat"] = float(p1["risk"][slot])
             with _on_host():
-                rho_eff = float(gate.rho_eff(out["rho_hat"], double))
+                phase4 = gate.risk_gate(flags, phase3, cons_after, out["rho_hat"], p1["value"],
+                                        p1["risk"], p1["p_valid"], p1["amask"], slot,
+                                        k=method.skeleton_k)
+            rho_eff = float(phase4.rho_eff)
             out["rho_eff"] = rho_eff
-            if flags.risk_gate and rho_eff > method.rho_th:
-                with _on_host():
-                    subset = np.asarray(gate.low_risk_subset(
-                        p1["value"], p1["risk"], p1["p_valid"], p1["amask"], slot, method.rho_th,
-                        k=method.skeleton_k))
-                members = [int(a) for a in np.flatnonzero(subset)]
+            if bool(phase4.high):
+                members = [int(a) for a in np.flatnonzero(np.asarray(phase4.subset))]
                 members.sort(key=lambda a: (-float(p1["value"][a]), a))
                 if members:
                     alert = RiskAlert(prompts.action_str(bench.name, acts[slot]), rho_eff,

@@ -7,6 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bsjax.gilp import config as gilp_config
 from bsjax.gilp.planners import gate
@@ -304,3 +306,118 @@ def test_gate_decision_vmaps_and_sweeps_tau_low():
     issue, double = gate.gate_decision(gate.ABLATIONS["GILP"], 0.25, 0, config.max_corrections,
                                        config.tau_low, config.tau_high)
     assert bool(issue) and not bool(double)
+
+
+# --- one gate: the real-LLM loop against the traced gate ------------------------------------------
+
+_N, _A = 6, 5
+
+
+class _ScriptedDriver:
+    """A `GilpDriver` whose replies are given in advance: (slot or None, atoms) per call."""
+
+    def __init__(self, draft, reparse, revise, escalate):
+        self.script = {"draft": draft, "reparse": reparse, "revise": revise,
+                       "escalate": escalate}
+        self.alerts = []
+
+    def _reply(self, call):
+        from bsjax.gilp.llm.driver import LLMReply
+        action, atoms = self.script[call]
+        return LLMReply(call, action, list(atoms), 0.5, 0, 0, 0.0, False, action is not None,
+                        "ok" if action is not None else "no_action", False, "")
+
+    def draft(self, ctx):
+        return self._reply("draft")
+
+    def reparse(self, ctx):
+        return self._reply("reparse")
+
+    def revise(self, ctx, correction):
+        return self._reply("revise")
+
+    def escalate(self, ctx, alert):
+        self.alerts.append(alert)
+        return self._reply("escalate")
+
+
+class _Bench:
+    name = "taskgraph"
+
+    def explain(self, graph, act):
+        return ""
+
+
+def _reply(draw, slots):
+    slot = draw(st.one_of(st.none(), st.sampled_from(slots)))
+    nodes = draw(st.lists(st.integers(0, _N - 1), unique=True, max_size=_N))
+    return slot, [(v, draw(st.integers(0, 4))) for v in nodes]
+
+
+@st.composite
+def _gate_cases(draw):
+    method = draw(st.sampled_from(sorted(gate.ABLATIONS)))
+    amask = np.array(draw(st.lists(st.booleans(), min_size=_A, max_size=_A)))
+    amask[0] = True
+    slots = [int(a) for a in np.flatnonzero(amask)]
+    grid = st.sampled_from([0.0, 0.1, 0.3, 0.33, 0.5, 0.64, 0.65, 0.66, 0.9, 1.0])
+    p1 = {"acts": np.array([[0, a, -1] for a in range(_A)]),
+          "changed": np.array(draw(st.lists(st.lists(st.booleans(), min_size=_N, max_size=_N),
+                                            min_size=_A, max_size=_A))),
+          "risk": np.array(draw(st.lists(grid, min_size=_A, max_size=_A)), np.float32),
+          "value": np.array(draw(st.lists(grid, min_size=_A, max_size=_A)), np.float32),
+          "p_valid": np.array(draw(st.lists(grid, min_size=_A, max_size=_A)), np.float32),
+          "amask": amask, "pred_status": np.zeros((_A, _N), np.int8)}
+    script = {call: _reply(draw, slots) for call in ("draft", "reparse", "revise", "escalate")}
+    return method, p1, script
+
+
+@settings(max_examples=120, deadline=None)
+@given(case=_gate_cases())
+def test_the_real_loop_takes_the_simulators_gate_decisions(case):
+    """`real_phases.decide` (the host loop, LLM calls scripted) and the gate as the simulator
+    runs it (`consistency_gate` then `risk_gate`, jitted, on the same values) make the same
+    decisions: correction, effective risk, escalation, empty low-risk subset, final slot."""
+    from bsjax.gilp import methods, real_phases
+    from bsjax.gilp.llm.parse import change_mask
+    name, p1, script = case
+    method = methods.get_method(name)
+    driver = _ScriptedDriver(**script)
+    graph = {"status": np.zeros(_N, np.int8), "nmask": np.ones(_N, bool)}
+    out = real_phases.decide(method, driver, None, p1, graph, _Bench())
+
+    flags = methods.method_flags(method)
+    draft, used = script["draft"], 0
+    if draft[0] is None:
+        draft, used = script["reparse"], 1
+    if draft[0] is None:
+        assert out["cons"] is None and out["action"] is None and not driver.alerts
+        return
+    slot, atoms = draft
+
+    @jax.jit
+    def traced(cons, used, cons_after, slot_after):
+        phase3 = gate.consistency_gate(flags, cons, used)
+        phase4 = gate.risk_gate(flags, phase3, cons_after, jnp.asarray(p1["risk"])[slot_after],
+                                p1["value"], p1["risk"], p1["p_valid"], p1["amask"], slot_after,
+                                k=method.skeleton_k)
+        return phase3, phase4
+
+    cons = gate.jaccard(change_mask(_N, atoms), p1["changed"][slot])
+    issue = bool(gate.consistency_gate(flags, cons, used).issue)
+    revised = script["revise"] if script["revise"][0] is not None else draft
+    kept_slot, kept_atoms = revised if issue else draft
+    cons_after = gate.jaccard(change_mask(_N, kept_atoms), p1["changed"][kept_slot])
+    phase3, phase4 = traced(cons, used, cons_after, kept_slot)
+    assert out["corrected"] == bool(phase3.issue)
+    assert out["rho_eff"] == pytest.approx(float(phase4.rho_eff), abs=0)
+    assert out["risk_fired"] == bool(phase4.fired) == bool(driver.alerts)
+    assert out["risk_gate_empty"] == bool(phase4.high & ~jnp.any(phase4.subset))
+    if phase4.fired:
+        members = sorted(np.flatnonzero(np.asarray(phase4.subset)),
+                         key=lambda a: (-float(p1["value"][a]), a))
+        assert driver.alerts[0].slots == [int(a) for a in members]
+        expected = script["escalate"][0] if script["escalate"][0] is not None else members[0]
+    else:
+        expected = kept_slot
+    assert out["action"] == expected

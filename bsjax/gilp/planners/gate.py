@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import types
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -211,36 +213,87 @@ ABLATIONS = {
 }
 
 
+class Consistency(NamedTuple):
+    """Phase 3's decision on a draft (`[]` bools)."""
+
+    issue: jax.Array   # a correction call is issued
+    double: jax.Array  # ρ̂ is doubled if the draft is kept uncorrected
+
+
+class RiskCheck(NamedTuple):
+    """Phase 4 on the action kept after Phase 3.
+
+    Attributes:
+      double: `[]` bool ρ̂ doubled (Phase 3's, or after a correction `after_correction`'s).
+      rho_eff: `[]` float32 the effective risk.
+      high: `[]` bool the risk gate is on and ρ_eff > ρ_th.
+      subset: `[A]` bool the low-risk subset L_t (`low_risk_subset`).
+      fired: `[]` bool an escalation call is made (high, with L_t not empty).
+    """
+
+    double: jax.Array
+    rho_eff: jax.Array
+    high: jax.Array
+    subset: jax.Array
+    fired: jax.Array
+
+
+def consistency_gate(flags, cons, corrections_used) -> Consistency:
+    """Phase 3 on a parsed draft, the one gate of the simulator and of the real-LLM loop.
+
+    Args:
+      flags: a method's gate flags (`methods.MethodFlags`, array leaves, possibly traced):
+        `correct_mode` (0 band, 1 always, 2 never), `double_rho`, `max_corrections`, `tau_low`,
+        `tau_high`.
+      cons: `[]` the draft's consistency (`jaccard`).
+      corrections_used: `[]` correction calls spent this step (a parse re-prompt spends one).
+
+    - band (GILP, NoRiskGate): correct iff cons < τ_low and budget is left; otherwise double ρ̂
+      iff cons < τ_high (the middle band, or the low band with the budget spent).
+    - always (tau0): correct whenever budget is left; kept uncorrected, double iff cons < τ_high.
+    - never (tau1, NoCorrGate): never correct; double iff cons < τ_high and `double_rho`.
+    """
+    cons = jnp.asarray(cons, jnp.float32)
+    budget = jnp.asarray(corrections_used) < flags.max_corrections
+    mode = jnp.asarray(flags.correct_mode)
+    in_band = band(cons, flags.tau_low, flags.tau_high)
+    issue = jnp.where(mode == 0, budget & (in_band == CORRECT), budget & (mode == 1))
+    double = jnp.asarray(flags.double_rho, bool) & ~issue & (in_band != ACCEPT)
+    return Consistency(jnp.asarray(issue, bool), jnp.asarray(double, bool))
+
+
+def risk_gate(flags, consistency: Consistency, cons_after, rho_hat, values, risks, p_valid,
+              amask, chosen, k: int = 4) -> RiskCheck:
+    """Phase 4 after Phase 3, the one gate of the simulator and of the real-LLM loop.
+
+    Args:
+      flags: as `consistency_gate`'s, with `risk_gate` and `rho_th`.
+      consistency: Phase 3's decision (`issue` as it went: the caller masks it by whatever
+        else stops a correction, e.g. an unparsed draft).
+      cons_after: `[]` the corrected reply's consistency (read only where `issue`).
+      rho_hat: `[]` the backbone's risk of the action kept.
+      values, risks, p_valid, amask, chosen, k: as `low_risk_subset`'s.
+    """
+    double = jnp.where(consistency.issue, after_correction(flags, cons_after, flags.tau_high),
+                       consistency.double)
+    rho = rho_eff(rho_hat, double)
+    high = jnp.asarray(flags.risk_gate, bool) & (rho > flags.rho_th)
+    subset = low_risk_subset(values, risks, p_valid, amask, chosen, flags.rho_th, k=k)
+    return RiskCheck(double, rho, high, subset, high & jnp.any(subset))
+
+
 def gate_decision(flags: GateFlags, cons, corrections_used, max_corrections: int = 1,
                   tau_low: float = 0.30, tau_high: float = 0.70) -> tuple[jax.Array, jax.Array]:
-    """Phase 3 on a draft: `(issue_correction, double_rho)` as `[]` bools (vmappable in cons).
-
-    - GILP / NoRiskGate: correct iff cons < τ_low and budget is left; otherwise double ρ̂ iff
-      cons < τ_high (the middle band, or the low band with the budget spent on a parse re-prompt).
-    - tau0: correct whenever budget is left; a draft accepted without correction (budget spent)
-      is doubled iff cons < τ_high.
-    - tau1: never correct; double iff cons < τ_high.
-    - NoCorrGate: never correct, never double.
-    """
-    mode = ("band", "always", "never").index(flags.correct)
-    return gate_decision_traced(mode, flags.double_rho, cons, corrections_used, max_corrections,
-                                tau_low, tau_high)
+    """`consistency_gate` of a `GateFlags` and explicit thresholds (for tables and sweeps):
+    `(issue_correction, double_rho)`."""
+    traced = types.SimpleNamespace(
+        correct_mode=("band", "always", "never").index(flags.correct),
+        double_rho=flags.double_rho, max_corrections=max_corrections, tau_low=tau_low,
+        tau_high=tau_high)
+    return tuple(consistency_gate(traced, cons, corrections_used))
 
 
-def gate_decision_traced(correct_mode, double_rho, cons, corrections_used, max_corrections=1,
-                         tau_low=0.30, tau_high=0.70) -> tuple[jax.Array, jax.Array]:
-    """`gate_decision` with the flags as (possibly traced) values: `correct_mode` 0 band,
-    1 always, 2 never; `double_rho` bool. Thresholds may be traced too."""
-    cons = jnp.asarray(cons, jnp.float32)
-    budget = jnp.asarray(corrections_used) < max_corrections
-    mode = jnp.asarray(correct_mode)
-    in_band = band(cons, tau_low, tau_high)
-    issue = jnp.where(mode == 0, budget & (in_band == CORRECT), budget & (mode == 1))
-    double = jnp.asarray(double_rho, bool) & ~issue & (in_band != ACCEPT)
-    return jnp.asarray(issue, bool), jnp.asarray(double, bool)
-
-
-def after_correction(flags: GateFlags, cons_after, tau_high: float = 0.70) -> jax.Array:
+def after_correction(flags, cons_after, tau_high: float = 0.70) -> jax.Array:
     """After a correction call: double ρ̂ iff cons_after < τ_high (§4.6 step 3; off for NoCorrGate).
     `flags` may be a `GateFlags` or anything with a (traced) `double_rho`."""
     cons_after = jnp.asarray(cons_after, jnp.float32)

@@ -232,11 +232,10 @@ def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfi
     with_backbone = jnp.asarray(method.backbone, bool)
     out["cons"] = jnp.where(with_backbone, cons, jnp.nan)
     out["rho_hat"] = out["rho_eff"] = jnp.where(with_backbone, ph1.risk[index], jnp.nan)
-    # Phase 3: consistency gate and (at most one) correction call.
-    issue, double = gate.gate_decision_traced(method.correct_mode, method.double_rho, cons,
-                                              reprompt.astype(jnp.int32), method.max_corrections,
-                                              method.tau_low, method.tau_high)
-    issue = issue & parsed & gated
+    # Phase 3: consistency gate (`planners.gate`, as the real-LLM loop) and at most one
+    # correction call.
+    phase3 = gate.consistency_gate(method, cons, reprompt.astype(jnp.int32))
+    issue = phase3.issue & parsed & gated
     corr_fail = issue & (unif(5) < params.p_parse)
     align = issue & ~corr_fail & (unif(6) < params.beta)
     alt, alt_ok = choice.best(j_tilde, ph1.in_skeleton & (ph1.p_valid >= 0.5))
@@ -244,13 +243,12 @@ def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfi
     index1 = jnp.where(align, revised, index)
     claim1 = jnp.where(align, grounded_all[revised], draft).astype(jnp.int8)
     cons_after = gate.jaccard(claim1 >= 0, ph1.changed[index1])
-    double = jnp.where(issue, gate.after_correction(method, cons_after, method.tau_high), double)
     rho_hat = ph1.risk[index1]
-    rho_eff = gate.rho_eff(rho_hat, double)
-    # Phase 4: risk gate.
-    high = gated & method.risk_gate & parsed & (rho_eff > method.rho_th)
-    low = gate.low_risk_subset(ph1.value, ph1.risk, ph1.p_valid, amask, index1, method.rho_th,
-                               k=cfg.skeleton_k)  # the method's k (`run` sets it), as real_phases
+    # Phase 4: risk gate (the method's k: `run` sets it, as the real-LLM loop passes its own).
+    phase4 = gate.risk_gate(method, phase3._replace(issue=issue), cons_after, rho_hat,
+                            ph1.value, ph1.risk, ph1.p_valid, amask, index1, k=cfg.skeleton_k)
+    rho_eff, low = phase4.rho_eff, phase4.subset
+    high = gated & parsed & phase4.high
     fired = high & jnp.any(low)
     risk_fail = fired & (unif(7) < params.p_parse)
     best_low, _ = choice.best(j_tilde, low)
