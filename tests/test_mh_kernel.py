@@ -195,3 +195,16 @@ def test_the_particles_last_look_ahead_set_is_the_same(seed, config):
                                                                               weights)
     for a, b in zip(rows, lanes):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_a_tpus_answers_word_by_word_are_the_same(seed):
+    from bsjax.battleship.planning import sim
+    rng = np.random.default_rng(seed)
+    regions = jnp.asarray(rng.integers(0, 2**32, (13, 2), np.uint32) & rng.integers(
+        0, 2**32, (13, 2), np.uint32))
+    bits = jnp.asarray(rng.integers(0, 2**32, (9, 2), np.uint32) & rng.integers(
+        0, 2**32, (9, 2), np.uint32) & rng.integers(0, 2**32, (9, 2), np.uint32))
+    np.testing.assert_array_equal(np.asarray(sim._answers_by_word(regions, bits)),
+                                  np.asarray(sim._answers_whole(regions, bits)))

@@ -120,7 +120,8 @@ def compile_turn_loop(player: Player, games: int, target: str = "h100") -> dict:
     return {"target": target, "devices": devices, "games": games,
             "compile_seconds": round(seconds, 3),
             "launches_per_turn": counts["outer_per_iteration"] if gpu else None,
-            "data_dependent_loops_per_turn": counts["data_dependent_loops"],
+            # A TPU's loops do not state their trip counts: GPU only.
+            "data_dependent_loops_per_turn": counts["data_dependent_loops"] if gpu else None,
             "collectives_per_turn": counts["collectives_per_iteration"],
             "kib_accessed_per_game_turn": (round(counts["bytes_per_iteration"] / games / 1024, 1)
                                            if gpu else None),
