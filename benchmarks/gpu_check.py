@@ -1,11 +1,12 @@
 """Compile every agent × sampler's turn loop for an H100 on this machine, no GPU needed.
 
 One JSON line per (agent, sampler, G): compile seconds, kernel launches per game-turn (nested
-loops by their trip counts), KiB its launches read and write per game-turn (an upper bound),
-collectives per turn, XLA's bytes per device and KiB per game, with versions, commit and host.
-`--target tpu-v5e-2x2` compiles for a TPU instead (`make tpu-check`; no launches to count). Nothing runs: see `bsjax/battleship/harness/aot.py` for what these
-figures predict and what they cannot (run time). `make gpu-check` installs the compiler plugin
-into `.venv-aot` and runs this script.
+loops by their trip counts), loops of data-dependent trip count per turn, KiB its launches read
+and write per game-turn (an upper bound), collectives per turn, XLA's bytes per device and KiB
+per game, with versions, commit and host. `--target tpu-v5e-2x2` compiles for a TPU instead
+(`make tpu-check`; no launches to count). Nothing runs: see `bsjax/battleship/harness/aot.py`
+for what these figures predict and what they cannot (run time). `make gpu-check` installs the
+compiler plugin into `.venv-aot` and runs this script.
 
     JAX_PLATFORMS=cpu .venv-aot/bin/python benchmarks/gpu_check.py --games 54,4096
 """
