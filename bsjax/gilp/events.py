@@ -4,65 +4,10 @@ validation, episode grouping and JSON-lines I/O.
 One row is one executed step of one episode. Every §6.2 metric is computed from these rows alone
 (`bsjax.gilp.metrics`), so a metric can be redefined without re-running anything.
 
-Row schema (JSON types; `|null` = may be null):
-
-identity
-  method: str            planner name ("Agent-Replan", "GILP", ...). Rows are grouped by it, so a
-                         variant run (a τ_low sweep point, a Table 4 backbone) gets its own label.
-  bench: str             one of config.BENCHMARKS.
-  task: int              task index within its split.
-  split: "id" | "ood"    in- or out-of-distribution (val tasks are "id").
-  H: int                 oracle horizon of the task (constant over the episode).
-  seed: int              episode seed (0..7 in the sim protocol).
-  t: int                 0-based step index; an episode's rows have t = 0, 1, ..., T-1 (k = t+1).
-the action
-  action: str|null       executed action as rendered ("execute(node_3)"); null for a no-op after
-                         an unparseable reply.
-  valid: bool            the executed action was valid. False for every no-op, so parse-failure
-                         no-ops count as invalid actions.
-cost
-  calls: int             LLM calls made in the step (0 for parametric planners).
-  tok_in, tok_out: int   tokens summed over those calls.
-imagined deltas
-  draft_atoms: [[v, status], ...]      Phase-2 draft atoms (for non-gated methods = committed).
-  committed_atoms: [[v, status], ...]  atoms of the committed output (what enters the history).
-      v: int node id; status: one of STATUS_NAMES or "unknown". Use `atoms_from_codes` to build
-      them from int codes.
-  halluc_draft: [0|1, ...]       aligned with draft_atoms: 1 iff the atom is hallucinated
-                                 (outside the support of the true transition; metrics.hallucinated).
-  halluc_committed: [0|1, ...]   aligned with committed_atoms.
-gate (null where a method has no gate)
-  cons: float|null       Jaccard consistency of the draft (logged passively by gateless hybrids).
-  cons_after: float|null consistency of the revised reply (null without a correction).
-  corrected: bool        a correction call was made (Phase 3).
-  rho_hat, rho_eff: float|null   backbone risk of the selected action, effective risk after gating.
-  risk_fired: bool       a risk-gate call was made (Phase 4).
-risk outcome
-  rho_star: float        true risk ρ*(G_t, a_t) in [0, 1].
-  bad_outcome: bool      invalid ∨ failure branch realised ∨ d*(G_{t+1}) > d*(G_t).
-belief (simulator; proxy on the real path)
-  live_false_atoms: int|null  |F_t|: false beliefs carried into the step (at its start).
-  live_atoms: [[v, status], ...]|null   the live false atoms themselves, at the step's start. PD is
-                         computed from them: a committed hallucinated atom (v, s) of step t persists
-                         through every later step t' whose `live_atoms` holds [v, s]. The real path
-                         writes its window-based proxy here. null where no belief exists
-                         (parametric planners): PD is then undefined.
-flags
-  parse_fail: bool       at least one call of the step returned an unparseable reply.
-  fallback: bool         a transport error / timeout was turned into a parse failure.
-  done: bool             the episode ended after this step (only the last row, which must be done).
-  success: bool          every goal node is COMPLETED after this step (only on a last row).
-  dead_end: bool         the episode stopped at d* = UNSOLV.
-
-Optional fields (read when present):
-  halluc_calls: [[0|1, ...], ...]  hallucination flags of every atom of every call, one list per
-                         call in call order (len = calls); used by HSR_all.
-  stochastic_miss: [0|1, ...]  aligned with committed_atoms: the atom matches the success branch but
-                         the failure branch was realised (not a hallucination).
-  risk_gate_empty: bool  the risk gate fired but the low-risk subset was empty.
-  timeout: bool          the episode hit the wall-clock cap (real path).
-  wall_s: float          wall (or device) seconds spent on the step.
-Other keys are kept and ignored.
+The schema is declared once, in `SCHEMA` (one `Field` per key: its kind, its group, its meaning,
+whether a row must have it): the validation (`validate_row`), the canonical key order of the
+files and the table of docs/gilp/events.md (`schema_table`, checked by the tests) all follow from
+it. Keys outside the schema are kept and ignored.
 """
 
 from __future__ import annotations
@@ -71,7 +16,7 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TypedDict
+from typing import NamedTuple
 
 from bsjax.core.files import read_jsonl, read_run_jsonl
 from bsjax.gilp import config
@@ -85,59 +30,108 @@ class EventError(ValueError):
     """A malformed event row or episode."""
 
 
-class EventRow(TypedDict, total=False):
-    method: str
-    bench: str
-    task: int
-    split: str
-    H: int
-    seed: int
-    t: int
-    action: str | None
-    valid: bool
-    calls: int
-    tok_in: int
-    tok_out: int
-    draft_atoms: list[list]
-    committed_atoms: list[list]
-    halluc_draft: list[int]
-    halluc_committed: list[int]
-    cons: float | None
-    cons_after: float | None
-    corrected: bool
-    rho_hat: float | None
-    rho_eff: float | None
-    risk_fired: bool
-    rho_star: float
-    bad_outcome: bool
-    live_false_atoms: int | None
-    live_atoms: list[list] | None
-    parse_fail: bool
-    fallback: bool
-    done: bool
-    success: bool
-    dead_end: bool
-    halluc_calls: list[list[int]]
-    stochastic_miss: list[int]
-    risk_gate_empty: bool
-    timeout: bool
-    wall_s: float
+class Field(NamedTuple):
+    """One key of an event row.
+
+    Attributes:
+      name: the key.
+      kind: what `validate_row` accepts: `str`, `bool`, `int` (non-negative), `float` (finite),
+        `unit` (a number in [0, 1]), `atoms` (`[[v, status], ...]`), `flags` (`[0|1, ...]`),
+        `flaglists` (a list of `flags`); a trailing `?` also accepts null.
+      group: the part of the step it describes.
+      doc: its meaning.
+      required: every row has it (else it is read when present).
+    """
+
+    name: str
+    kind: str
+    group: str
+    doc: str
+    required: bool = True
 
 
-# Required fields in canonical (file) order, with their kinds.
-FIELDS: dict[str, str] = {
-    "method": "str", "bench": "str", "task": "int", "split": "str", "H": "int", "seed": "int",
-    "t": "int", "action": "str?", "valid": "bool", "calls": "int", "tok_in": "int",
-    "tok_out": "int", "draft_atoms": "atoms", "committed_atoms": "atoms",
-    "halluc_draft": "flags", "halluc_committed": "flags", "cons": "unit?", "cons_after": "unit?",
-    "corrected": "bool", "rho_hat": "unit?", "rho_eff": "unit?", "risk_fired": "bool",
-    "rho_star": "unit", "bad_outcome": "bool", "live_false_atoms": "int?", "parse_fail": "bool",
-    "fallback": "bool", "done": "bool", "success": "bool", "dead_end": "bool",
-}
-OPTIONAL: dict[str, str] = {
-    "live_atoms": "atoms?", "halluc_calls": "flaglists", "stochastic_miss": "flags",
-    "risk_gate_empty": "bool", "timeout": "bool", "wall_s": "float",
-}
+SCHEMA: tuple[Field, ...] = (
+    Field("method", "str", "identity", "planner name (\"Agent-Replan\", \"GILP\", ...); rows are "
+          "grouped by it, so a variant run (a τ_low sweep point, a Table 4 backbone) gets its "
+          "own label"),
+    Field("bench", "str", "identity", "one of `config.BENCHMARKS`"),
+    Field("task", "int", "identity", "task index within its split"),
+    Field("split", "str", "identity", "`id` or `ood`: in or out of distribution (val tasks are "
+          "`id`)"),
+    Field("H", "int", "identity", "oracle horizon of the task (constant over the episode)"),
+    Field("seed", "int", "identity", "episode seed (0..7 in the sim protocol)"),
+    Field("t", "int", "identity", "0-based step index; an episode's rows have t = 0, 1, ..., "
+          "T-1 (k = t+1)"),
+    Field("action", "str?", "the action", "executed action as rendered (`execute(node_3)`); null "
+          "for a no-op after an unparseable reply"),
+    Field("valid", "bool", "the action", "the executed action was valid; false for every no-op, "
+          "so parse-failure no-ops count as invalid actions"),
+    Field("calls", "int", "cost", "LLM calls made in the step (0 for parametric planners)"),
+    Field("tok_in", "int", "cost", "input tokens summed over those calls"),
+    Field("tok_out", "int", "cost", "output tokens summed over those calls"),
+    Field("draft_atoms", "atoms", "imagined deltas", "Phase-2 draft atoms `[v, status]` (status "
+          "a `STATUS_NAMES` entry or `unknown`; `atoms_from_codes` builds them); for non-gated "
+          "methods the committed atoms"),
+    Field("committed_atoms", "atoms", "imagined deltas", "atoms of the committed output (what "
+          "enters the history)"),
+    Field("halluc_draft", "flags", "imagined deltas", "aligned with `draft_atoms`: 1 iff the atom "
+          "is hallucinated (outside the support of the true transition; `metrics.hallucinated`)"),
+    Field("halluc_committed", "flags", "imagined deltas", "aligned with `committed_atoms`"),
+    Field("cons", "unit?", "gate", "Jaccard consistency of the draft (logged passively by "
+          "gateless hybrids); null without a backbone"),
+    Field("cons_after", "unit?", "gate", "consistency of the revised reply (null without a "
+          "correction)"),
+    Field("corrected", "bool", "gate", "a correction call was made (Phase 3)"),
+    Field("rho_hat", "unit?", "gate", "backbone risk of the selected action"),
+    Field("rho_eff", "unit?", "gate", "effective risk after gating"),
+    Field("risk_fired", "bool", "gate", "a risk-gate call was made (Phase 4)"),
+    Field("rho_star", "unit", "risk outcome", "true risk ρ*(G_t, a_t)"),
+    Field("bad_outcome", "bool", "risk outcome", "invalid ∨ failure branch realised ∨ "
+          "d*(G_{t+1}) > d*(G_t)"),
+    Field("live_false_atoms", "int?", "belief", "\\|F_t\\|: false beliefs carried into the step "
+          "(at its start); null where no belief exists (parametric planners)"),
+    Field("parse_fail", "bool", "flags", "at least one call of the step returned an unparseable "
+          "reply"),
+    Field("fallback", "bool", "flags", "a transport error or timeout was turned into a parse "
+          "failure"),
+    Field("done", "bool", "flags", "the episode ended after this step (only the last row, which "
+          "must be done)"),
+    Field("success", "bool", "flags", "every goal node is COMPLETED after this step (only on a "
+          "last row)"),
+    Field("dead_end", "bool", "flags", "the episode stopped at d* = UNSOLV"),
+    Field("live_atoms", "atoms?", "belief", "the live false atoms themselves, at the step's "
+          "start: a committed hallucinated atom of step t persists through every later step whose "
+          "`live_atoms` holds it (PD); the real path writes its window-based proxy; null where no "
+          "belief exists (PD is then undefined)", required=False),
+    Field("halluc_calls", "flaglists", "optional", "hallucination flags of every atom of every "
+          "call, one list per call in call order (len = calls); used by HSR_all", required=False),
+    Field("stochastic_miss", "flags", "optional", "aligned with `committed_atoms`: the atom "
+          "matches the success branch but the failure branch was realised (not a hallucination)",
+          required=False),
+    Field("risk_gate_empty", "bool", "optional", "the risk gate fired but the low-risk subset was "
+          "empty", required=False),
+    Field("timeout", "bool", "optional", "the episode hit the wall-clock cap (real path)",
+          required=False),
+    Field("wall_s", "float", "optional", "wall (or device) seconds spent on the step",
+          required=False),
+)
+# Required fields in canonical (file) order, then the optional ones, with their kinds.
+FIELDS: dict[str, str] = {f.name: f.kind for f in SCHEMA if f.required}
+OPTIONAL: dict[str, str] = {f.name: f.kind for f in SCHEMA if not f.required}
+
+_JSON_TYPES = {"str": "string", "bool": "bool", "int": "int ≥ 0", "float": "number",
+               "unit": "number in [0, 1]", "atoms": "`[[v, status], ...]`",
+               "flags": "`[0\\|1, ...]`", "flaglists": "`[[0\\|1, ...], ...]`"}
+
+
+def schema_table() -> str:
+    """The schema as a Markdown table (docs/gilp/events.md holds it; a test keeps them equal)."""
+    lines = ["| key | JSON type | group | required | meaning |", "|---|---|---|---|---|"]
+    for f in SCHEMA:
+        kind = _JSON_TYPES[f.kind.rstrip("?")] + (" or null" if f.kind.endswith("?") else "")
+        lines.append(f"| `{f.name}` | {kind} | {f.group} | {'yes' if f.required else 'no'} | "
+                     f"{f.doc} |")
+    return "\n".join(lines) + "\n"
 
 
 def atoms_from_codes(vs: Iterable[int], codes: Iterable[int]) -> list[list]:

@@ -447,7 +447,7 @@ def _agent_phase_fn(names):
 
     def one(method, key, g, params):
         out = sim_agent.agent_phase(key, g, g.status, method, params, PERFECT, TG, CFG)
-        a = out["acts"][out["draft_index"]]
+        a = out.acts[out.draft_index]
         modal = common.modal(TG, common.observe(g), a).status
         supp = common.support(TG, g, a)
         keep = (
@@ -463,9 +463,9 @@ def _agent_phase_fn(names):
             "parsed",
         )
         return {
-            **{k: out[k] for k in keep},
+            **{k: getattr(out, k) for k in keep},
             "base": jnp.where(modal != g.status, modal, -1),
-            "draft_halluc": sim_agent.hallucinated(out["draft"], supp),
+            "draft_halluc": sim_agent.hallucinated(out.draft, supp),
         }
 
     def run(key_data, states, params):
@@ -564,7 +564,7 @@ def test_agent_reads_only_the_observable_state():
 
     def one(key, g):
         out = sim_agent.agent_phase(key, g, g.status, AGENT, params, None, rf, CFG)
-        return {k: out[k] for k in ("index", "draft", "committed", "slip", "event")}
+        return {k: getattr(out, k) for k in ("index", "draft", "committed", "slip", "event")}
 
     fn = jax.jit(jax.vmap(jax.vmap(one, in_axes=(0, None))))
     a = fn(jax.random.split(jax.random.key(5), (3, 32)), g)

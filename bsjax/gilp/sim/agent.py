@@ -165,6 +165,65 @@ def _nan() -> jax.Array:
     return jnp.float32(jnp.nan)
 
 
+class AgentOutcome(NamedTuple):
+    """Events 1-4 and 7 of one step of one episode, the agent side (what `agent_phase` returns);
+    A candidate slots, N = N_MAX nodes; `[]` unless said.
+
+    Attributes:
+      acts: `[A, 3]` int32 the candidate actions; amask: `[A]` bool the real ones.
+      index, draft_index: int32 the executed candidate and the draft's.
+      draft, revised, committed: `[N]` int8 claims of the draft, of the reply after a
+        correction and of the committed output (-1: no claim).
+      event: bool a hallucination event fired in the draft; slip: the draft's choice slipped.
+      parsed: bool the draft parsed (after GILP's re-prompt); parse_fail: the first draft call
+        did not parse; reprompt: GILP re-prompted; fail2: the re-prompt did not parse either.
+      corrected, corr_fail: bool a correction call was made; its reply did not parse.
+      risk_fired, risk_empty, risk_fail: bool the escalation call was made; the risk gate was
+        high with an empty L_t; the escalation reply did not parse.
+      cons, cons_after, rho_hat, rho_eff: float32 the gate's values (NaN: none).
+      n_rows: int32 skeleton rows shown; live_count: int32 live false beliefs.
+      confidence: float32 the draft's confidence ẑ.
+    """
+
+    acts: jax.Array
+    amask: jax.Array
+    index: jax.Array
+    draft_index: jax.Array
+    draft: jax.Array
+    revised: jax.Array
+    committed: jax.Array
+    event: jax.Array
+    slip: jax.Array
+    parsed: jax.Array
+    parse_fail: jax.Array
+    reprompt: jax.Array
+    fail2: jax.Array
+    corrected: jax.Array
+    corr_fail: jax.Array
+    risk_fired: jax.Array
+    risk_empty: jax.Array
+    risk_fail: jax.Array
+    cons: jax.Array
+    cons_after: jax.Array
+    rho_hat: jax.Array
+    rho_eff: jax.Array
+    n_rows: jax.Array
+    live_count: jax.Array
+    confidence: jax.Array
+
+    @classmethod
+    def oracle(cls, n_nodes: int) -> AgentOutcome:
+        """The Oracle's: no call, no claim, no gate."""
+        no, none = jnp.bool_(False), jnp.full((n_nodes,), -1, jnp.int8)
+        return cls(acts=jnp.zeros((1, 3), jnp.int32), amask=jnp.zeros((1,), bool),
+                   index=jnp.int32(0), draft_index=jnp.int32(0), draft=none, revised=none,
+                   committed=none, event=no, slip=no, parsed=jnp.bool_(True), parse_fail=no,
+                   reprompt=no, fail2=no, corrected=no, corr_fail=no, risk_fired=no,
+                   risk_empty=no, risk_fail=no, cons=_nan(), cons_after=_nan(), rho_hat=_nan(),
+                   rho_eff=_nan(), n_rows=jnp.int32(0), live_count=jnp.int32(0),
+                   confidence=_nan())
+
+
 def as_flags(method: MethodConfig | MethodFlags) -> MethodFlags:
     """A method's traced flags (a `MethodConfig` is converted; flags pass through)."""
     return method_flags(method) if isinstance(method, MethodConfig) else method
@@ -172,8 +231,9 @@ def as_flags(method: MethodConfig | MethodFlags) -> MethodFlags:
 
 def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfig | MethodFlags,
                 params, model, bench: Bench, cfg: config.GilpConfig,
-                sizes: tuple[int, int] | None = None) -> dict:
-    """Events 1-4 and 7 on the agent side. Reads only `observe(G̃)` and Phase 1 on `observe(G)`.
+                sizes: tuple[int, int] | None = None) -> AgentOutcome:
+    """Events 1-4 and 7 on the agent side (`AgentOutcome`). Reads only `observe(G̃)` and
+    Phase 1 on `observe(G)`.
 
     With a model, Phase 1 and every gate are computed and masked by the method's flags, so the
     flags may be traced (one compile for all methods); without one (`model=None`) only the
@@ -226,7 +286,7 @@ def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfi
     out["confidence"] = jnp.clip(params.conf_base - params.conf_halluc * event
                                  + params.conf_sd * _normal(u[2], u[3]), 0.0, 1.0)
     if ph1 is None:
-        return out
+        return AgentOutcome(**out)
     out["n_rows"] = jnp.where(method.skeleton, jnp.sum(ph1.in_skeleton), 0).astype(jnp.int32)
     cons = gate.jaccard(draft >= 0, ph1.changed[index])
     with_backbone = jnp.asarray(method.backbone, bool)
@@ -266,26 +326,26 @@ def agent_phase(key: jax.Array, g: Graph, belief: jax.Array, method: MethodConfi
                corr_fail=corr_fail, cons_after=jnp.where(issue, cons_after, jnp.nan),
                rho_hat=keep(rho_hat, out["rho_hat"]), rho_eff=keep(rho_eff, out["rho_eff"]),
                risk_fired=fired, risk_empty=high & ~jnp.any(low), risk_fail=risk_fail)
-    return out
+    return AgentOutcome(**out)
 
 
-def _tokens(key: jax.Array, g: Graph, state: SimState, agent: dict,
+def _tokens(key: jax.Array, g: Graph, state: SimState, agent: AgentOutcome,
             params) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Event 6: `(calls, tok_in, tok_out)` summed over the step's calls."""
-    made = jnp.stack([jnp.bool_(True), agent["reprompt"], agent["corrected"], agent["risk_fired"]])
+    made = jnp.stack([jnp.bool_(True), agent.reprompt, agent.corrected, agent.risk_fired])
     a0 = jnp.stack([params.tok_a0_draft, params.tok_a0_reparse, params.tok_a0_correct,
                     params.tok_a0_risk])
     n_real = jnp.sum(g.nmask).astype(jnp.float32)
-    n_cands = jnp.sum(agent["amask"]).astype(jnp.float32)
+    n_cands = jnp.sum(agent.amask).astype(jnp.float32)
     t_in = (a0 + params.tok_a_n * n_real + params.tok_a_a * n_cands
-            + params.tok_a_b * agent["n_rows"].astype(jnp.float32)
+            + params.tok_a_b * agent.n_rows.astype(jnp.float32)
             + params.tok_a_w * state.history.astype(jnp.float32))
-    draft_atoms = _n_atoms(agent["draft"])
+    draft_atoms = _n_atoms(agent.draft)
     atoms = jnp.stack([
-        jnp.where(agent["parse_fail"], 0, draft_atoms),
-        jnp.where(agent["fail2"], 0, draft_atoms),
-        jnp.where(agent["corr_fail"], 0, _n_atoms(agent["revised"])),
-        _n_atoms(agent["committed"]),
+        jnp.where(agent.parse_fail, 0, draft_atoms),
+        jnp.where(agent.fail2, 0, draft_atoms),
+        jnp.where(agent.corr_fail, 0, _n_atoms(agent.revised)),
+        _n_atoms(agent.committed),
     ]).astype(jnp.float32)
     noise = params.tok_out_sd * jax.random.normal(key, (4,))
     t_out = jnp.maximum(20.0, jnp.round(params.tok_out_base + params.tok_out_atom * atoms + noise))
@@ -323,23 +383,19 @@ def sim_step(keys: StepKeys, state: SimState, method: MethodConfig | MethodFlags
     none = jnp.full((n,), -1, jnp.int8)
     if oracle:
         action = common.oracle_action(bench, g)
-        agent = dict(parsed=jnp.bool_(True), draft=none, committed=none, parse_fail=jnp.bool_(False),
-                     corrected=jnp.bool_(False), risk_fired=jnp.bool_(False),
-                     risk_empty=jnp.bool_(False), cons=_nan(), cons_after=_nan(), rho_hat=_nan(),
-                     rho_eff=_nan(), event=jnp.bool_(False), slip=jnp.bool_(False),
-                     confidence=_nan())
+        agent = AgentOutcome.oracle(n)
         calls = tok_in = tok_out = jnp.int32(0)
         has_delta = False
     else:
         flags = as_flags(method)
         agent = agent_phase(k_agent, g, belief, flags, params, model, bench, cfg, sizes)
-        action = jnp.where(agent["parsed"], agent["acts"][agent["index"]], jnp.asarray(NOOP))
+        action = jnp.where(agent.parsed, agent.acts[agent.index], jnp.asarray(NOOP))
         calls, tok_in, tok_out = _tokens(k_tok, g, state, agent, params)
         has_delta = flags.delta
     action = action.astype(jnp.int32)
-    parsed = agent["parsed"]
-    draft = jnp.where(parsed, agent["draft"], -1).astype(jnp.int8)
-    committed = jnp.where(parsed, agent["committed"], -1).astype(jnp.int8)
+    parsed = agent.parsed
+    draft = jnp.where(parsed, agent.draft, -1).astype(jnp.int8)
+    committed = jnp.where(parsed, agent.committed, -1).astype(jnp.int8)
 
     # Event 5: the true environment step and the ground truth for the log.
     live_before = (belief != g.status) & g.nmask
@@ -373,26 +429,25 @@ def sim_step(keys: StepKeys, state: SimState, method: MethodConfig | MethodFlags
         history=jnp.minimum(state.history + 1, HISTORY_WINDOW).astype(jnp.int32),
         success=success, dead_end=dead_end, calls=state.calls + calls,
         tokens=state.tokens + tok_in + tok_out,
-        corrections=state.corrections + agent["corrected"].astype(jnp.int32),
-        risk_calls=state.risk_calls + agent["risk_fired"].astype(jnp.int32))
+        corrections=state.corrections + agent.corrected.astype(jnp.int32),
+        risk_calls=state.risk_calls + agent.risk_fired.astype(jnp.int32))
     alive = state.alive
     new_state = jax.tree_util.tree_map(lambda a, b: jnp.where(alive, a, b), stepped, state)
     no_belief = oracle
-    gated_float = lambda name: jnp.where(parsed, jnp.asarray(agent[name], jnp.float32), jnp.nan)  # noqa: E731
+    gated_float = lambda value: jnp.where(parsed, jnp.asarray(value, jnp.float32), jnp.nan)  # noqa: E731
     record = StepRecord(
         active=alive, t=g.t.astype(jnp.int32), action=action, noop=~parsed, valid=info.valid,
         calls=calls, tok_in=tok_in, tok_out=tok_out, draft=draft, committed=committed,
         halluc_draft=hallucinated(draft, supp), halluc_committed=hallucinated(committed, supp),
-        stochastic_miss=miss, cons=gated_float("cons"),
-        cons_after=gated_float("cons_after"), corrected=agent["corrected"],
-        rho_hat=gated_float("rho_hat"),
-        rho_eff=gated_float("rho_eff"), risk_fired=agent["risk_fired"],
-        risk_gate_empty=agent["risk_empty"],
+        stochastic_miss=miss, cons=gated_float(agent.cons),
+        cons_after=gated_float(agent.cons_after), corrected=agent.corrected,
+        rho_hat=gated_float(agent.rho_hat),
+        rho_eff=gated_float(agent.rho_eff), risk_fired=agent.risk_fired,
+        risk_gate_empty=agent.risk_empty,
         rho_star=common.rho_star(bench, g, action).astype(jnp.float32), bad_outcome=bad,
         live_false=jnp.int32(-1) if no_belief else jnp.sum(live_before).astype(jnp.int32),
         live=none if no_belief else jnp.where(live_before, belief, -1).astype(jnp.int8),
-        parse_fail=agent["parse_fail"] | agent.get("fail2", False) | agent.get("corr_fail", False)
-        | agent.get("risk_fail", False),
-        done=done, success=success, dead_end=dead_end, halluc_event=agent["event"],
-        slip=agent["slip"], confidence=jnp.asarray(agent["confidence"], jnp.float32))
+        parse_fail=agent.parse_fail | agent.fail2 | agent.corr_fail | agent.risk_fail,
+        done=done, success=success, dead_end=dead_end, halluc_event=agent.event,
+        slip=agent.slip, confidence=jnp.asarray(agent.confidence, jnp.float32))
     return new_state, record
