@@ -26,6 +26,7 @@ from bsjax.gilp.sim import agent as sim_agent
 from bsjax.gilp.sim import hallucinate as gilp_hallucinate
 from bsjax.gilp.sim import params as sim_params
 from bsjax.gilp.sim import run as sim_run
+from bsjax.gilp.sim.records import StepRecord
 from bsjax.gilp.types import Graph, graph_from_np
 
 P, A, CO, F, S = (
@@ -662,7 +663,7 @@ def _assert_same_run(got: sim_run.SimRun, want: sim_run.SimRun, what: str) -> No
     for name in ("task", "task_index", "seed", "H"):
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=what)
     assert got.records.active.shape == want.records.active.shape, what
-    for name in sim_agent.StepRecord._fields:
+    for name in StepRecord._fields:
         a, b = getattr(got.records, name), getattr(want.records, name)
         assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), (
             f"{what} ({got.method}): StepRecord.{name} differs"

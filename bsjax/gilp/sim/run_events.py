@@ -10,7 +10,7 @@ import numpy as np
 
 from bsjax.gilp import config
 from bsjax.gilp.llm.prompts import action_str
-from bsjax.gilp.sim.agent import StepRecord
+from bsjax.gilp.sim.records import StepRecord
 
 
 class SimRun(NamedTuple):
