@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bsjax.gilp import config
+from bsjax.gilp import config, events
 from bsjax.gilp.llm.prompts import action_str
 from bsjax.gilp.sim.records import StepRecord
 
@@ -52,6 +52,18 @@ def _opt_float(x) -> float | None:
     return None if np.isnan(x) else round(x, 6)
 
 
+# Schema keys read straight from the `StepRecord` field of the same name (or the one named),
+# converted by the key's kind in `events.SCHEMA`; the others are built below.
+_FROM_RECORD = {name: name for name in (
+    "valid", "calls", "tok_in", "tok_out", "cons", "cons_after", "corrected", "rho_hat",
+    "rho_eff", "risk_fired", "rho_star", "bad_outcome", "parse_fail", "done", "success",
+    "dead_end", "risk_gate_empty")}
+_KINDS = {**events.FIELDS, **events.OPTIONAL}
+_EXTRA = ("halluc_event", "slip", "confidence")
+_CONVERT = {"bool": bool, "int": int, "unit": _opt_float, "unit?": _opt_float,
+            "float": _opt_float}
+
+
 def records_to_events(run: SimRun, split: str | Sequence[str] = "id") -> list[dict]:
     """Event rows (spec §6.1, `bsjax.gilp.events` schema) of every executed step of a run.
 
@@ -73,30 +85,25 @@ def records_to_events(run: SimRun, split: str | Sequence[str] = "id") -> list[di
             noop = bool(rec.noop[e, t])
             draft, dv = _atoms(rec.draft[e, t])
             committed, cv = _atoms(rec.committed[e, t])
-            row = dict(ident)
-            row.update({
+            values = dict(ident)
+            values.update({key: _CONVERT[_KINDS[key]](getattr(rec, field)[e, t])
+                           for key, field in _FROM_RECORD.items()})
+            values.update({
                 "t": int(rec.t[e, t]),
                 "action": None if noop else action_str(run.bench, rec.action[e, t]),
-                "valid": bool(rec.valid[e, t]), "calls": int(rec.calls[e, t]),
-                "tok_in": int(rec.tok_in[e, t]), "tok_out": int(rec.tok_out[e, t]),
                 "draft_atoms": draft, "committed_atoms": committed,
                 "halluc_draft": [int(f) for f in rec.halluc_draft[e, t][dv]],
                 "halluc_committed": [int(f) for f in rec.halluc_committed[e, t][cv]],
-                "cons": _opt_float(rec.cons[e, t]), "cons_after": _opt_float(rec.cons_after[e, t]),
-                "corrected": bool(rec.corrected[e, t]), "rho_hat": _opt_float(rec.rho_hat[e, t]),
-                "rho_eff": _opt_float(rec.rho_eff[e, t]), "risk_fired": bool(rec.risk_fired[e, t]),
-                "rho_star": _opt_float(rec.rho_star[e, t]), "bad_outcome": bool(rec.bad_outcome[e, t]),
                 "live_false_atoms": int(rec.live_false[e, t]) if belief else None,
-                "parse_fail": bool(rec.parse_fail[e, t]), "fallback": False,
-                "done": bool(rec.done[e, t]), "success": bool(rec.success[e, t]),
-                "dead_end": bool(rec.dead_end[e, t]),
+                "fallback": False,
                 "live_atoms": _atoms(rec.live[e, t])[0] if belief else None,
                 "stochastic_miss": [int(f) for f in rec.stochastic_miss[e, t][cv]],
-                "risk_gate_empty": bool(rec.risk_gate_empty[e, t]),
+                # Simulator-only keys outside the schema (kept by readers, ignored by metrics).
                 "halluc_event": bool(rec.halluc_event[e, t]), "slip": bool(rec.slip[e, t]),
                 "confidence": _opt_float(rec.confidence[e, t]),
             })
-            rows.append(row)
+            # In the schema's order, then the extra keys (as the files are written).
+            rows.append({key: values[key] for key in (*_KINDS, *_EXTRA) if key in values})
     return rows
 
 
