@@ -275,8 +275,8 @@ def test_hit_clusters_with_a_hit_bound_are_the_same_labels(rows, cols, data):
     cells = data.draw(st.lists(st.integers(0, n - 1), max_size=max_hits, unique=True))
     hit = np.zeros(n, bool)
     hit[cells] = True
-    bounded = jax.jit(q.hit_clusters, static_argnums=(1, 2, 3, 4))(jnp.asarray(hit), rows,
-                                                                    cols, max_hits, True)
+    # Eagerly: a jit per drawn bound would compile up to C unrolled programs.
+    bounded = q.hit_clusters(jnp.asarray(hit), rows, cols, max_hits, unroll=True)
     assert np.asarray(bounded).tolist() == bfs_labels(hit.tolist(), rows, cols)
     # By platform (this CPU: the loop), the same.
     assert np.asarray(q.hit_clusters(jnp.asarray(hit), rows, cols, max_hits)).tolist() == (

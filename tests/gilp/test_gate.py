@@ -3,6 +3,8 @@ discrepancy lines and the ablation behaviours, on hand-built cases."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -372,6 +374,14 @@ def _gate_cases(draw):
     return method, p1, script
 
 
+@functools.partial(jax.jit, static_argnames=("k",))
+def _traced_gate(flags, cons, used, cons_after, slot, values, risks, p_valid, amask, k):
+    """The simulator's gate sequence, jitted once (the flags are traced, as in the simulator)."""
+    phase3 = gate.consistency_gate(flags, cons, used)
+    return phase3, gate.risk_gate(flags, phase3, cons_after, risks[slot], values, risks, p_valid,
+                                  amask, slot, k=k)
+
+
 @settings(max_examples=120, deadline=None)
 @given(case=_gate_cases())
 def test_the_real_loop_takes_the_simulators_gate_decisions(case):
@@ -395,20 +405,13 @@ def test_the_real_loop_takes_the_simulators_gate_decisions(case):
         return
     slot, atoms = draft
 
-    @jax.jit
-    def traced(cons, used, cons_after, slot_after):
-        phase3 = gate.consistency_gate(flags, cons, used)
-        phase4 = gate.risk_gate(flags, phase3, cons_after, jnp.asarray(p1["risk"])[slot_after],
-                                p1["value"], p1["risk"], p1["p_valid"], p1["amask"], slot_after,
-                                k=method.skeleton_k)
-        return phase3, phase4
-
     cons = gate.jaccard(change_mask(_N, atoms), p1["changed"][slot])
     issue = bool(gate.consistency_gate(flags, cons, used).issue)
     revised = script["revise"] if script["revise"][0] is not None else draft
     kept_slot, kept_atoms = revised if issue else draft
     cons_after = gate.jaccard(change_mask(_N, kept_atoms), p1["changed"][kept_slot])
-    phase3, phase4 = traced(cons, used, cons_after, kept_slot)
+    phase3, phase4 = _traced_gate(flags, cons, used, cons_after, kept_slot, p1["value"],
+                                  p1["risk"], p1["p_valid"], p1["amask"], k=method.skeleton_k)
     assert out["corrected"] == bool(phase3.issue)
     assert out["rho_eff"] == pytest.approx(float(phase4.rho_eff), abs=0)
     assert out["risk_fired"] == bool(phase4.fired) == bool(driver.alerts)
