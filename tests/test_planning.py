@@ -55,6 +55,8 @@ shot_values_j = jax.jit(sim.shot_values)
 split_j = jax.jit(sim.split)
 region_mass_j = jax.jit(sim.region_mass)
 cluster_relevance_j = jax.jit(sim.cluster_relevance)
+# One jitted function for the whole property test (a compile per region count, not per example).
+relevance_of_regions_j = jax.jit(lambda hit, regions: sim.cluster_relevance(hit, regions=regions))
 eig_j = jax.jit(eig.expected_information_gain, static_argnames=("epsilon",))
 bayes_d_ask_j = jax.jit(eig.bayes_d_ask, static_argnames=("gamma",))
 
@@ -372,7 +374,7 @@ def test_cluster_relevance_matches_reference(hit, thin):
 def test_cluster_relevance_of_any_regions(hit, regions):
     """Given regions, the same definition; the catalog's cells give the default exactly."""
     hit, regions = np.asarray(hit, bool), np.asarray(regions, bool)
-    got = np.asarray(jax.jit(lambda h, r: sim.cluster_relevance(h, regions=r))(hit, regions))
+    got = np.asarray(relevance_of_regions_j(hit, regions))
     clusters = ref_clusters(hit)
     for region, value in zip(regions, got):
         cells = np.flatnonzero(region)
@@ -381,8 +383,7 @@ def test_cluster_relevance_of_any_regions(hit, regions):
                     / max(len({c // 8 for c in k}), len({c % 8 for c in k}), 1)
                     for k in clusters], default=0.0)
         assert value == np.float32(best)
-    catalog = jax.jit(lambda h, r: sim.cluster_relevance(h, regions=r))(
-        hit, questions.catalog_cells())
+    catalog = relevance_of_regions_j(hit, questions.catalog_cells())
     np.testing.assert_array_equal(np.asarray(catalog), np.asarray(cluster_relevance_j(hit)))
 
 
