@@ -41,10 +41,22 @@ def build_parser() -> checks.ArgumentParser:
     return parser
 
 
+def _check_environment() -> None:
+    """The environment variables bsjax reads, checked before anything runs or is written."""
+    from bsjax.battleship.harness.play import compiler_options
+    from bsjax.core.llm.backends import _env_threads
+    for check in (compiler_options, _env_threads):
+        try:
+            check()
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        _check_environment()
         return args.func(args)
     except UsageError as err:
         print(f"bsjax: error: {err}", file=sys.stderr)

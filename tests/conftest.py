@@ -13,6 +13,9 @@ _XLA_CACHE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
                           ".pytest_cache", "xla")
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _XLA_CACHE)
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+# The embedded model on one thread: two workers on two cores, each running llama.cpp on two
+# spinning threads, made every reply many times slower (replies do not depend on the count).
+os.environ.setdefault("BSJAX_LLM_THREADS", "1")
 
 import chex  # noqa: E402
 import pytest  # noqa: E402

@@ -233,3 +233,24 @@ def test_params_are_traced_not_compiled_in():
         play_batch(keys, player, stacked, truths, jnp.asarray(seeds, jnp.int32))
     init, turns = _compiled(player)
     assert init._cache_size() == 1 and turns._cache_size() == 1
+
+
+def test_a_second_play_of_the_same_batch_compiles_nothing(tau_sweep):
+    """`bsjax.play` again with the agent, sampler and batch shape of an earlier call (here the
+    sweep's) reuses its executables: nothing is traced or compiled, and the games are the same."""
+    import jax.monitoring
+
+    compiles = []
+
+    def listen(event, seconds, **_):
+        if event.endswith("backend_compile_duration"):
+            compiles.append(seconds)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        again = bsjax.play("mra", params={"tau": [0.5, 0.9]}, **SMALL)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert compiles == [] and again.compile_seconds == 0.0
+    np.testing.assert_array_equal(again.f1, tau_sweep.f1)
+    np.testing.assert_array_equal(again.records["cell"], tau_sweep.records["cell"])

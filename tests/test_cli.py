@@ -1,13 +1,15 @@
-"""End-to-end tests of the `bsjax` command line (play, boards, bench), run as subprocesses.
+"""End-to-end tests of the `bsjax` command line (play, boards, bench).
 
 Kept small for a 2-core CPU: the random agent is fast; greedy runs use two boards, one seed and 50
-particles. The bad-input cases run `bsjax.cli.main` in-process (a subprocess costs seconds of
-imports each); one case per command stays a real subprocess, for the exit code and stderr the
-shell sees.
+particles. The commands run through `bsjax.cli.main` in this process (a subprocess costs seconds
+of imports each), with their stdout, stderr and exit code; one run per command (play, a play
+usage error, boards, bench) stays a real subprocess, for what the shell sees.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -90,11 +92,27 @@ BAD_BOARDS = {
 }
 
 
-def run_cli(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return subprocess.run([sys.executable, "-m", "bsjax.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+def run_cli(*args: str, cwd: Path, timeout: float = 300,
+            shell: bool = False) -> subprocess.CompletedProcess:
+    """`bsjax ARGS` in `cwd`: in this process, or as a subprocess of the shell with `shell`."""
+    if shell:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]
+                                            ).rstrip(os.pathsep)
+        return subprocess.run([sys.executable, "-m", "bsjax.cli", *args], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+    from bsjax.cli import main
+    out, err, before = io.StringIO(), io.StringIO(), os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as stop:  # argparse's own errors
+                code = stop.code
+    finally:
+        os.chdir(before)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def last_json(proc: subprocess.CompletedProcess) -> dict:
@@ -149,7 +167,7 @@ def random_run(tmp_path_factory):
     """`play --agent random --seeds 2 --json` on the synthetic suite: (run dir, summary)."""
     base = tmp_path_factory.mktemp("random_run")
     out = base / "run"
-    summary = last_json(run_cli(*RANDOM_ARGS, "--out", str(out), cwd=base))
+    summary = last_json(run_cli(*RANDOM_ARGS, "--out", str(out), cwd=base, shell=True))
     return out, summary
 
 
@@ -187,7 +205,8 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path, name, monkeypatch, capsy
 
 def test_bad_input_as_the_shell_sees_it(tmp_path):
     out = tmp_path / "run"
-    assert_usage_error(run_cli("play", "--agent", "nope", "--out", str(out), cwd=tmp_path))
+    assert_usage_error(run_cli("play", "--agent", "nope", "--out", str(out), cwd=tmp_path,
+                               shell=True))
     assert not out.exists()
     assert not out.exists()
     assert list(tmp_path.iterdir()) == []
@@ -245,7 +264,8 @@ def _check_board_rows(rows):
 
 
 def test_boards_synthetic_json(tmp_path):
-    table = last_json(run_cli("boards", "--suite", "synthetic", "--json", cwd=tmp_path))
+    table = last_json(run_cli("boards", "--suite", "synthetic", "--json", cwd=tmp_path,
+                              shell=True))
     assert list(table) == [f"B{k:02d}" for k in range(1, 19)]
     for board_id, rows in table.items():
         _check_board_rows(rows)
@@ -502,7 +522,8 @@ def test_board_file_with_wrong_fleet_for_paper_exits_2(tmp_path):
 # ----- 7. bench -----
 
 def test_bench_random_json(tmp_path):
-    proc = run_cli("bench", "--agent", "random", "--games", "4", "--json", cwd=tmp_path)
+    proc = run_cli("bench", "--agent", "random", "--games", "4", "--json", cwd=tmp_path,
+                   shell=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     assert len(lines) == 1, proc.stdout

@@ -344,6 +344,19 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(name, tmp_path, monk
     assert _tree(tmp_path) == before
 
 
+@pytest.mark.parametrize("variable,value", [("BSJAX_LLM_THREADS", "0"),
+                                            ("BSJAX_LLM_THREADS", "two"),
+                                            ("BSJAX_GPU_AUTOTUNE_LEVEL", "fast")])
+def test_a_bad_environment_variable_exits_2_and_writes_nothing(variable, value, tmp_path,
+                                                                 monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(variable, value)
+    code = _exit_code(["play", "--agent", "random", "--seeds", "1", "--out", "run"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"bsjax: error: {variable} must be"), err
+    assert len(err.splitlines()) == 1 and list(tmp_path.iterdir()) == []
+
+
 # ----- the checks themselves: valid input passes and the probe leaves nothing -----
 
 def test_writable_dir_probe_leaves_nothing(tmp_path):

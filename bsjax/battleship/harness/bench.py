@@ -26,11 +26,14 @@ from bsjax.battleship.harness.loop import BatchRunner
 
 def _runner_options(cfg: experiment.RunConfig) -> dict:
     """`devices=` for the BatchRunner when the config asks for a device count and the runner
-    can shard (both arrived together; older trees have neither)."""
+    can shard (both arrived together; older trees have neither), and `reuse=False`: the compile
+    is part of the measurement, never an earlier runner's executable."""
+    accepts = inspect.signature(BatchRunner).parameters
+    options = {"reuse": False} if "reuse" in accepts else {}
     devices = getattr(cfg, "devices", None)
-    if devices is None or "devices" not in inspect.signature(BatchRunner).parameters:
-        return {}
-    return {"devices": devices}
+    if devices is not None and "devices" in accepts:
+        options["devices"] = devices
+    return options
 
 
 def bench(cfg: experiment.RunConfig, games: int, repeats: int = 1) -> dict:

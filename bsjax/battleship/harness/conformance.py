@@ -159,6 +159,8 @@ def check_agent(agent, sampler: str | None = "particles", config: GameConfig = P
     turn_fn, act_fn = counted(player.turn_one), counted(player.act_one)
     observe_fn = jax.jit(jax.vmap(env.observe))
     legal_fn = jax.jit(jax.vmap(env.is_legal))
+    hit_probability_fn = (jax.jit(jax.vmap(player.sampler.hit_probability))
+                          if player.sampler is not None else None)
     captain = None
     if agent.host_decides:
         from bsjax.battleship.harness.llm_host import CaptainHost
@@ -212,9 +214,8 @@ def check_agent(agent, sampler: str | None = "particles", config: GameConfig = P
                             break
                 floats = [np.asarray(x) for x in jax.tree.leaves(jax.device_get(record))
                           if np.issubdtype(np.asarray(x).dtype, np.floating)]
-                if player.sampler is not None:
-                    floats.append(np.asarray(jax.jit(jax.vmap(player.sampler.hit_probability))(
-                        carries[0])))
+                if hit_probability_fn is not None:
+                    floats.append(np.asarray(hit_probability_fn(carries[0])))
                 if any(not np.all(np.isfinite(x)) for x in floats) and "finite" not in failures:
                     failures["finite"] = f"turn {t}: a record or hit probability is not finite"
                 turns_played = t + 1

@@ -4,6 +4,7 @@ masked. The only place (with `harness.experiment`) that moves data between devic
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import time
@@ -138,6 +139,20 @@ def game_sharding(devices: int | None = None) -> NamedSharding | None:
     return NamedSharding(mesh, PartitionSpec("games"))
 
 
+# Executables of earlier runners, by `BatchRunner._program_key`: in a notebook (or a study, or a
+# test session) a second `bsjax.play` of the same agent, sampler and batch shape starts at once.
+# A handful of programs: each holds its compiled code and nothing of a batch's data.
+_COMPILED: collections.OrderedDict = collections.OrderedDict()
+_COMPILED_MAX = 8
+
+
+@functools.cache
+def _fold_keys(sharding):
+    """`fold_in(keys[g], i)` for every game, jitted once per mesh (not once per runner)."""
+    fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
+    return jax.jit(fold) if sharding is None else jax.jit(fold, out_shardings=sharding)
+
+
 class BatchRunner:
     """Compiles the init and turn functions of a Player for a batch size, and plays batches.
 
@@ -146,13 +161,16 @@ class BatchRunner:
     """
 
     def __init__(self, player: Player, batch_size: int, reviser=None, captain=None,
-                 devices: int | None = None):
+                 devices: int | None = None, reuse: bool = True):
         self.player = player
         self.sharding = game_sharding(devices)
         n_devices = self.sharding.num_devices if self.sharding is not None else 1
         self.batch_size = -(-batch_size // n_devices) * n_devices  # whole slices per device
         self.reviser = reviser  # L4: answers LLM revision requests between turns
         self.captain = captain  # host-deciding captains (LM-only): a `llm_host.CaptainHost`
+        # Reuse another runner's executables for the same player and batch (`_COMPILED`); off
+        # where compile time is the measurement (`bench`).
+        self.reuse = reuse
         # Outputs pinned to the game mesh, so every turn's inputs arrive sharded as compiled.
         jit = (jax.jit if self.sharding is None
                else lambda f: jax.jit(f, out_shardings=self.sharding))
@@ -162,7 +180,7 @@ class BatchRunner:
         self._turns = jax.jit(functools.partial(play_turns, player), donate_argnums=(4,),
                               compiler_options=compiler_options(), **self._shardings())
         self._act = jit(jax.vmap(player.act_one))
-        self._fold = jit(jax.vmap(jax.random.fold_in, in_axes=(0, None)))
+        self._fold = _fold_keys(self.sharding)
         self.compile_seconds = 0.0
         self._compiled = False
         self._record_shapes = None  # found once: tracing a turn costs as much as a compile step
@@ -185,6 +203,16 @@ class BatchRunner:
         return tree if self.sharding is None else jax.device_put(tree, self.sharding)
 
     def _compile(self, keys, params, truths, seeds):
+        key = self._program_key(keys, params, truths, seeds) if self.reuse else None
+        if key in _COMPILED:
+            _COMPILED.move_to_end(key)
+            self._init, step, self._record_shapes = _COMPILED[key]
+            if self.captain is not None:
+                self._act = step
+            else:
+                self._turns = step
+            self._compiled = True  # compile_seconds stays 0: nothing was compiled
+            return
         start = time.perf_counter()
         self._init = self._init.lower(keys, params, truths, seeds).compile()
         # The init's output shapes, not its outputs: running it here would count the work of a
@@ -203,6 +231,22 @@ class BatchRunner:
                                             real).compile()
         self.compile_seconds = time.perf_counter() - start
         self._compiled = True
+        if key is not None:
+            _COMPILED[key] = (self._init,
+                              self._act if self.captain is not None else self._turns,
+                              self._record_shapes)
+            while len(_COMPILED) > _COMPILED_MAX:
+                _COMPILED.popitem(last=False)
+
+    def _program_key(self, keys, params, truths, seeds) -> tuple:
+        """What the executables depend on: the player (frozen, compared by value), the mesh,
+        whether a host captain acts, the arguments' shapes and dtypes, and the global flags
+        that change a trace (float64, the compiler options)."""
+        avals = tuple((x.shape, str(x.dtype))
+                      for x in jax.tree.leaves((keys, params, truths, seeds)))
+        return (self.player, self.sharding, self.captain is not None,
+                jax.tree.structure(params), avals, bool(jax.config.jax_enable_x64),
+                tuple(sorted(compiler_options().items())))
 
     def play(self, games: list[GameSpec], run_seed: int,
              on_turn: Callable[[int, int], None] | None = None) -> BatchResult:

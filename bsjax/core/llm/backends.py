@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 import threading
 import time
 import urllib.parse
@@ -163,6 +164,17 @@ def local_model_path() -> Path:
         raise LLMError(f"cannot assemble the local model: {err}") from err
 
 
+THREADS_VARIABLE = "BSJAX_LLM_THREADS"
+
+
+def _env_threads() -> int:
+    """The embedded model's thread count: `$BSJAX_LLM_THREADS` (a positive integer), else 2."""
+    value = os.environ.get(THREADS_VARIABLE, "2")
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{THREADS_VARIABLE} must be a positive integer (got {value!r})")
+    return int(value)
+
+
 @dataclasses.dataclass
 class LocalBackend(ModelBackend):
     """llama.cpp in-process: `workers` contexts of one model, each answering one call at a time.
@@ -173,6 +185,11 @@ class LocalBackend(ModelBackend):
     the calls come from `structured.LLMClient.ask_all` or from `serve-ollama`'s HTTP threads.
     Replies do not depend on the thread count. `adaptive=False` fixes each context at
     `n_threads // workers` threads instead.
+
+    `n_threads` defaults to `$BSJAX_LLM_THREADS`, else 2. llama.cpp's threads spin while they
+    wait for each other, so two processes that together run more threads than there are cores
+    slow each other down many times over (two 2-thread processes on 2 cores: 25× per reply);
+    give each process `cores // processes` threads.
     """
 
     model_path: str | None = None
@@ -183,7 +200,7 @@ class LocalBackend(ModelBackend):
     json_mode: bool = False
     name: str = "local"
     model: str = "gemma-3-270m-q4_k_m"
-    n_threads: int = 2
+    n_threads: int = dataclasses.field(default_factory=lambda: _env_threads())
     # A JSON Schema that constrains the reply (llama.cpp grammar) when given.
     schema: dict | None = None
     workers: int = 2
