@@ -34,24 +34,24 @@ def _fresh_trace_counter():
 # --no-loadscope-reorder); starting with the longest keeps one long file from running alone at
 # the end while the other worker idles.
 LONGEST_FIRST = (
-    "gilp/test_sim.py",          # 143
-    "test_cli.py",               # 114
-    "test_study.py",             # 102
-    "test_notebooks.py",         # 95
-    "test_llm.py",               # 90
-    "gilp/test_parametric.py",   # 81
-    "test_lens.py",              # 80
-    "test_sharding.py",          # 74
-    "gilp/test_pipeline.py",     # 70
-    "gilp/test_paper.py",        # 65
-    "test_samplers.py",          # 64
-    "test_play.py",              # 60
-    "gilp/test_train.py",        # 60
-    "test_structured.py",        # 50
-    "gilp/test_calibrate.py",    # 50
-    "test_reference.py",         # 44
-    "gilp/test_real.py",         # 43
-    "gilp/test_masked_oracle.py",  # 42
+    "test_mh_kernel.py",         # 94
+    "gilp/test_sim.py",          # 86
+    "test_freshness.py",         # 73
+    "test_sharding.py",          # 60
+    "test_study.py",             # 47
+    "gilp/test_paper.py",        # 42
+    "gilp/test_pipeline.py",     # 41
+    "test_api.py",               # 39
+    "test_env.py",               # 30
+    "test_structured.py",        # 30
+    "test_llm.py",               # 30
+    "gilp/test_parametric.py",   # 29
+    "test_wma_reflective.py",    # 29
+    "test_notebooks.py",         # 27
+    "test_play.py",              # 26
+    "gilp/test_masked_oracle.py",  # 25
+    "test_lens.py",              # 25
+    "gilp/test_real.py",         # 24
 )
 
 

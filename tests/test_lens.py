@@ -32,10 +32,10 @@ TOL = 3e-6                       # events.jsonl rounds floats to 6 decimals
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("lens")
     configs = {
-        "mra": RunConfig(agent="mra", sampler="particles", particles=64, boards=BOARDS, seeds=1),
-        "llm": RunConfig(agent="mra-llm", sampler="particles", particles=64, boards=BOARDS,
+        "mra": RunConfig(agent="mra", sampler="particles", particles=32, boards=BOARDS, seeds=1),
+        "llm": RunConfig(agent="mra-llm", sampler="particles", particles=32, boards=BOARDS,
                          seeds=1, llm="none", tau=1.0),
-        "greedy": RunConfig(agent="greedy", sampler="particles", particles=64, boards=BOARDS,
+        "greedy": RunConfig(agent="greedy", sampler="particles", particles=32, boards=BOARDS,
                             seeds=2),
     }
     out = {}

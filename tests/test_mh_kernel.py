@@ -123,19 +123,30 @@ def test_the_tpu_loop_without_tables_moves_as_the_table_loop():
 
 # ----- the chain's refresh (`belief/chain_kernel.py`) -----
 
+@functools.cache
+def _chain_updates(config, n_samples):
+    """jitted `update` of the chain's XLA loops and of its interpreted kernel (one compile each
+    for every example)."""
+    from bsjax.battleship.belief.chain import ChainSampler
+
+    def make(mode):
+        sampler = ChainSampler(config, n_samples=n_samples, mh_kernel=mode)
+        return sampler, jax.jit(sampler.update)
+    return make("xla"), make("interpret")
+
+
 @settings(max_examples=4, deadline=None)
 @given(hits=st.integers(0, 5), misses=st.integers(0, 8), n_questions=st.integers(0, 3),
        answers=st.lists(st.booleans(), min_size=3, max_size=3), seed=st.integers(0, 2**16))
 def test_the_chain_kernel_visits_the_boards_of_the_xla_loops(hits, misses, n_questions,
                                                              answers, seed):
-    from bsjax.battleship.belief.chain import ChainSampler
     config = PAPER
-    samplers = {m: ChainSampler(config, n_samples=60, mh_kernel=m) for m in ("xla", "interpret")}
+    (sampler, xla), (_, fused) = _chain_updates(config, 60)
     start = _observation(config, (0, 0), 0, answers, 0)
-    state = samplers["xla"].init(jax.random.key(seed), start, jnp.int32(seed % 1000))
+    state = sampler.init(jax.random.key(seed), start, jnp.int32(seed % 1000))
     obs = _observation(config, (hits, misses), n_questions, answers, seed)
     key = jax.random.key(seed + 1)
-    expected, got = (jax.jit(samplers[m].update)(key, state, obs) for m in ("xla", "interpret"))
+    expected, got = xla(key, state, obs), fused(key, state, obs)
     for a, b in zip(jax.tree.leaves(expected), jax.tree.leaves(got)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 

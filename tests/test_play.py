@@ -18,7 +18,7 @@ from bsjax.battleship.harness.play import play_batch
 
 
 def _setup(**overrides):
-    cfg = RunConfig(boards="B01,B02", seeds=2, particles=64, **overrides)
+    cfg = RunConfig(boards="B01,B02", seeds=2, particles=32, **overrides)
     game_config, boards = experiment.validate(cfg)
     return cfg, experiment.make_player(cfg, game_config), game_list(boards, cfg.seeds)
 

@@ -29,7 +29,8 @@ from bsjax.core.llm.server import OllamaAPIServer
 from bsjax.core.llm.structured import Call, LLMClient
 from bsjax.core.progress import GameProgress
 
-SMALL = dict(sampler="particles", particles=64, boards="B01,B02", seeds=1)
+# Two games of 32 particles: the shapes of the other suites' small runs (one compile each).
+SMALL = dict(sampler="particles", particles=32, boards="B01,B02", seeds=1)
 
 
 def _preview(coarse, local, late, salvage=16, threshold=0.55):
