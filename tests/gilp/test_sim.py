@@ -444,10 +444,12 @@ ABLATIONS = ("GILP-NoRiskGate", "GILP-NoCorrGate", "GILP-tau0")
 def _agent_phase_fn(names):
     """One jitted function: for each method, vmap over states of vmap over keys of the agent phase
     with the perfect backbone, plus the draft's base atoms and its hallucination flags (from the
-    true support). Returns {name: outputs}."""
+    true support). The methods' flags are traced and vmapped (`methods.stack_flags`, the
+    one-compile path of `run_simulated_many`): one trace for all of them. Returns
+    {name: outputs}."""
 
-    def one(method, key, g, params):
-        out = sim_agent.agent_phase(key, g, g.status, method, params, PERFECT, TG, CFG)
+    def one(flags, key, g, params):
+        out = sim_agent.agent_phase(key, g, g.status, flags, params, PERFECT, TG, CFG)
         a = out.acts[out.draft_index]
         modal = common.modal(TG, common.observe(g), a).status
         supp = common.support(TG, g, a)
@@ -469,16 +471,18 @@ def _agent_phase_fn(names):
             "draft_halluc": sim_agent.hallucinated(out.draft, supp),
         }
 
-    def run(key_data, states, params):
+    def run(key_data, states, params, flags):
         # Every method gets the same keys (wrapped afresh from raw data: no key reuse).
-        return {
-            name: jax.vmap(
-                jax.vmap(lambda k, g: one(methods.get_method(name), k, g, params), in_axes=(0, None))
-            )(jax.random.wrap_key_data(key_data), states)
-            for name in names
-        }
+        def method(f):
+            return jax.vmap(jax.vmap(lambda k, g: one(f, k, g, params), in_axes=(0, None)))(
+                jax.random.wrap_key_data(key_data), states)
+        outputs = jax.vmap(method)(flags)
+        return {name: jax.tree_util.tree_map(lambda x, i=i: x[i], outputs)
+                for i, name in enumerate(names)}
 
-    return jax.jit(run)
+    flags = methods.stack_flags([methods.get_method(name) for name in names])
+    compiled = jax.jit(run)
+    return lambda key_data, states, params: compiled(key_data, states, params, flags)
 
 
 PHASE_FN = _agent_phase_fn(ABLATIONS)
