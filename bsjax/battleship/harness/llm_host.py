@@ -11,6 +11,7 @@ crash a run.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import jax
@@ -39,6 +40,13 @@ def _apply_one(presets, record: ReflectiveRecord, cooldown, request, kind, budge
     return record.replace(llm_request=jnp.bool_(False))
 
 
+@functools.cache
+def _batched_apply(presets: tuple):
+    """`_apply_one` vmapped over games and jitted once per preset table (not once per host: a
+    notebook's second L4 run reuses it)."""
+    return jax.jit(jax.vmap(functools.partial(_apply_one, presets)))
+
+
 def _event(game: int, turn: int, answer: Answer, ok: bool, reason: str, detail: str,
            source: str) -> LLMEvent:
     return LLMEvent(game, turn, ok, reason, answer.seconds, detail, source, answer.cached,
@@ -61,7 +69,7 @@ class RevisionHost:
                  monitor: Monitor | None = None):
         self.client, self.presets = client, presets
         self.schema, self.monitor = schema, monitor
-        self._apply = jax.jit(jax.vmap(lambda *args: _apply_one(presets, *args)))
+        self._apply = _batched_apply(presets)
 
     def call(self, record: dict, tau: float) -> tuple[Call, dict, dict]:
         """One game's request: (call, prompt state, symbolic preview)."""

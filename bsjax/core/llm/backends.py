@@ -200,7 +200,7 @@ class LocalBackend(ModelBackend):
     json_mode: bool = False
     name: str = "local"
     model: str = "gemma-3-270m-q4_k_m"
-    n_threads: int = dataclasses.field(default_factory=lambda: _env_threads())
+    n_threads: int = dataclasses.field(default_factory=_env_threads)
     # A JSON Schema that constrains the reply (llama.cpp grammar) when given.
     schema: dict | None = None
     workers: int = 2
