@@ -167,7 +167,7 @@ def local_model_path() -> Path:
 THREADS_VARIABLE = "BSJAX_LLM_THREADS"
 
 
-def _env_threads() -> int:
+def llm_threads() -> int:
     """The embedded model's thread count: `$BSJAX_LLM_THREADS` (a positive integer), else 2."""
     value = os.environ.get(THREADS_VARIABLE, "2")
     if not value.isdigit() or int(value) < 1:
@@ -200,7 +200,7 @@ class LocalBackend(ModelBackend):
     json_mode: bool = False
     name: str = "local"
     model: str = "gemma-3-270m-q4_k_m"
-    n_threads: int = dataclasses.field(default_factory=_env_threads)
+    n_threads: int = dataclasses.field(default_factory=llm_threads)
     # A JSON Schema that constrains the reply (llama.cpp grammar) when given.
     schema: dict | None = None
     workers: int = 2
