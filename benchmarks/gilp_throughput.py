@@ -27,11 +27,12 @@ from pathlib import Path
 import jax
 
 from bsjax.gilp import config as gilp_config
-from bsjax.gilp import dataset, pipeline
-from bsjax.gilp import train as train_lib
 from bsjax.gilp.backbones import BACKBONES, canonical_name, make_backbone
+from bsjax.gilp.data import dataset
 from bsjax.gilp.envs import registry
 from bsjax.gilp.methods import METHODS
+from bsjax.gilp.training import train as train_lib
+from bsjax.gilp.training import workdir
 
 SIM_METHODS = tuple(name for name, m in METHODS.items() if m.llm)
 
@@ -59,7 +60,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     try:
         args.backbones = (list(BACKBONES) if args.backbones == "all"
                           else [canonical_name(b) for b in args.backbones.split(",")])
-        args.profile = pipeline.get_profile(args.profile)
+        args.profile = workdir.get_profile(args.profile)
     except (KeyError, ValueError) as err:
         p.error(str(err).strip("'\""))
     if args.tasks is not None and args.tasks < 1:
@@ -74,7 +75,7 @@ def _base_row(kind: str) -> dict:
 
 def measure_training(work: Path, bench: str, backbone: str, profile) -> dict:
     """Two epochs of `train.fit` on the profile's train set; the second is the steady rate."""
-    data = pipeline.labelled(work, bench, "train", profile, profile.train_tasks)
+    data = workdir.labelled(work, bench, "train", profile, profile.train_tasks)
     windows = dataset.windows(data) if backbone == "ErrorAware" else None
     config = train_lib.TrainConfig(epochs=2)
     model = make_backbone(backbone, jax.random.key(config.seed))
@@ -93,10 +94,10 @@ def measure_training(work: Path, bench: str, backbone: str, profile) -> dict:
 
 def measure_sim(work: Path, bench: str, profile, tasks: int | None) -> dict:
     """The LLM methods in one compiled simulator: first call, then a timed second call."""
-    from bsjax.gilp.sim.run import run_simulated_many
+    from bsjax.gilp.behaviour.run import run_simulated_many
     count = profile.test_tasks[0] if tasks is None else tasks
-    task_arrays = pipeline.tasks(work, bench, "test_id", count)
-    model = pipeline.load_backbone(work, bench, "MPNN", profile)
+    task_arrays = workdir.tasks(work, bench, "test_id", count)
+    model = workdir.load_backbone(work, bench, "MPNN", profile)
     seeds = range(profile.seeds)
     timings = []
     for _ in range(2):

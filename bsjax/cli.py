@@ -26,7 +26,7 @@ def cmd_serve_ollama(args) -> int:
 
 def build_parser() -> checks.ArgumentParser:
     from bsjax.battleship.cli import add_commands as add_battleship_commands
-    from bsjax.gilp.cli import add_parser as add_gilp_parser
+    from bsjax.gilp.cli.main import add_parser as add_gilp_parser
     parser = checks.ArgumentParser(prog="bsjax", description="Noisy Collaborative Battleship in JAX")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=checks.ArgumentParser)
     add_battleship_commands(sub)

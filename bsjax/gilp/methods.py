@@ -1,7 +1,7 @@
 """The GILP method registry (docs/gilp/spec.md §4.8): 13 methods plus the Oracle reference row.
 
 Every method is a frozen, hashable `MethodConfig`; planners differ only in configuration, never
-in code paths. The simulator (`bsjax.gilp.sim`), the real-LLM loop and the parametric planners read
+in code paths. The simulator (`bsjax.gilp.behaviour`), the real-LLM loop and the parametric planners read
 the same configs:
 
 - `uses_backbone`: Phase 1 runs (the backbone scores every candidate);

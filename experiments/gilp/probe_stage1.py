@@ -19,9 +19,9 @@ from pathlib import Path
 import jax
 
 from bsjax.gilp import config
-from bsjax.gilp.sim import calibrate as cal
-from bsjax.gilp.sim import search
-from bsjax.gilp.sim.params import load_params
+from bsjax.gilp.behaviour import calibrate as cal
+from bsjax.gilp.behaviour import search
+from bsjax.gilp.behaviour.params import load_params
 
 
 def main(argv=None) -> int:

@@ -5,7 +5,7 @@ alone with a chosen number of seeds (the full plan's 8 seeds x 6 backbones is GP
 
     python experiments/gilp/table4.py --work .gilpwork --params PARAMS.json --seeds 2 --out DIR
 
-Resumable: each backbone's run directory is continued (`bsjax.gilp.paper.table4_runs`).
+Resumable: each backbone's run directory is continued (`bsjax.gilp.evaluation.paper.table4_runs`).
 Several processes may run different `--backbones` into the same DIR at once (each then writes a
 table of its own backbones); `--render-only` afterwards builds the table of every backbone that
 has a finished run under DIR/backbones/ from their summary.json files, running nothing.
@@ -21,10 +21,12 @@ import time
 from pathlib import Path
 
 from bsjax.core import files
-from bsjax.gilp import config, paper, pipeline
+from bsjax.gilp import config
+from bsjax.gilp.behaviour.params import load_params
+from bsjax.gilp.evaluation import paper
 from bsjax.gilp.report import figures as gilp_figures
 from bsjax.gilp.report import tables as gilp_tables
-from bsjax.gilp.sim.params import load_params
+from bsjax.gilp.training import workdir
 
 
 def main(argv=None) -> int:
@@ -39,7 +41,7 @@ def main(argv=None) -> int:
                         help="tabulate the finished runs under OUT/backbones/, run nothing")
     args = parser.parse_args(argv)
     work, out = Path(args.work), Path(args.out)
-    profile = pipeline.get_profile(args.profile)
+    profile = workdir.get_profile(args.profile)
     names = [n for n in args.backbones.split(",") if n]
     if args.render_only:
         names = [n for n in names if (out / "backbones" / n / "summary.json").exists()]

@@ -17,9 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-from bsjax.gilp import config, paper
+from bsjax.gilp import config
+from bsjax.gilp.behaviour.params import load_params
+from bsjax.gilp.evaluation import paper
 from bsjax.gilp.report import tables
-from bsjax.gilp.sim.params import load_params
 
 
 def main(argv=None) -> int:

@@ -11,7 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bsjax.gilp import config, generate
+from bsjax.gilp import config
+from bsjax.gilp.data import generate
 from bsjax.gilp.envs import common
 from bsjax.gilp.types import Graph, graph_from_np, graph_to_np
 

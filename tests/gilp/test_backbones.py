@@ -10,13 +10,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bsjax.gilp import config, features, types
+from bsjax.gilp import config, types
 from bsjax.gilp.backbones import (
     BACKBONE_NAMES,
     SPEC_PARAMS,
     BackboneOut,
     backbone_name,
     count_params,
+    features,
     make_backbone,
 )
 from bsjax.gilp.backbones.layers import Dense

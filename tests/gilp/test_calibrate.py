@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 from bsjax.core.errors import UsageError
-from bsjax.gilp import config, generate
-from bsjax.gilp.cli_calibrate import add_calibrate_parser, cmd_calibrate
-from bsjax.gilp.sim import calibrate as cal
-from bsjax.gilp.sim import calibrate_real, residuals, search, token_model
-from bsjax.gilp.sim import targets as gilp_targets
-from bsjax.gilp.sim.params import SimParams, load_params
+from bsjax.gilp import config
+from bsjax.gilp.behaviour import calibrate as cal
+from bsjax.gilp.behaviour import calibrate_real, residuals, search, token_model
+from bsjax.gilp.behaviour import targets as gilp_targets
+from bsjax.gilp.behaviour.params import SimParams, load_params
+from bsjax.gilp.cli.calibrate import add_calibrate_parser, cmd_calibrate
+from bsjax.gilp.data import generate
 
 # J_K with K = 1 keeps the compiled simulator of these tests small.
 CFG = config.GilpConfig(value_horizon=1)
@@ -317,11 +318,12 @@ def test_bad_input_raises_usage_error_and_writes_nothing(tmp_path, name):
 
 
 def test_from_real_refits_stage_one_to_measured_episodes(tmp_path):
-    from bsjax.gilp import events, pipeline
+    from bsjax.gilp import events
+    from bsjax.gilp.behaviour.run import records_to_events, run_simulated
     from bsjax.gilp.envs import registry
-    from bsjax.gilp.sim.run import records_to_events, run_simulated
+    from bsjax.gilp.training import workdir
     work, run_dir, out = tmp_path / "work", tmp_path / "real", tmp_path / "cal"
-    tasks = pipeline.tasks(work, "taskgraph", "val", 3)
+    tasks = workdir.tasks(work, "taskgraph", "val", 3)
     ids = [config.SPLIT_OFFSET["val"] + i for i in range(3)]  # real_tasks.TaskRef ids of val tasks
     # "Measured" episodes: the simulator at known parameters, written as a real run would be.
     run = run_simulated("Agent-Replan", registry.get("taskgraph"), None, tasks, (0, 1),
@@ -378,7 +380,7 @@ def test_model_digest_tells_retrained_backbones_apart():
 
 
 def test_cli_summary_gives_one_verdict_per_band_the_latest(capsys, tmp_path):
-    from bsjax.gilp.cli_calibrate import _print
+    from bsjax.gilp.cli.calibrate import _print
 
     def row(stage, metric, ok):
         return {"stage": stage, "method": "Agent-Replan", "metric": metric, "pass": ok}
@@ -390,7 +392,7 @@ def test_cli_summary_gives_one_verdict_per_band_the_latest(capsys, tmp_path):
 
 
 def test_stages_option_parses_subsets_of_one_and_two():
-    from bsjax.gilp.cli_calibrate import _stages
+    from bsjax.gilp.cli.calibrate import _stages
     assert _stages("1,2") == _stages("2,1") == (1, 2)
     assert _stages("2") == (2,) and _stages("none") == ()
     for bad in ("", "0", "1,3", "two"):
@@ -399,7 +401,7 @@ def test_stages_option_parses_subsets_of_one_and_two():
 
 
 def test_a_parameter_file_with_an_unknown_name_is_a_usage_error(tmp_path):
-    from bsjax.gilp.cli import load_sim_params
+    from bsjax.gilp.cli.main import load_sim_params
     (tmp_path / "p.json").write_text('{"params": {"c_tg": 0.8, "not_a_parameter": 1}}')
     with pytest.raises(UsageError, match="bad simulator parameter file"):
         load_sim_params(tmp_path / "p.json", ["taskgraph"])

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bsjax.gilp import config, generate, types
+from bsjax.gilp import config, types
+from bsjax.gilp.data import generate
 from bsjax.gilp.envs import common, repairflow
 from bsjax.gilp.envs.repairflow import BENCH, DIAGNOSE, ISOLATE, REPAIR
 from bsjax.gilp.types import graph_from_np, graph_to_np

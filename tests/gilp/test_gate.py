@@ -388,8 +388,9 @@ def test_the_real_loop_takes_the_simulators_gate_decisions(case):
     """`real_phases.decide` (the host loop, LLM calls scripted) and the gate as the simulator
     runs it (`consistency_gate` then `risk_gate`, jitted, on the same values) make the same
     decisions: correction, effective risk, escalation, empty low-risk subset, final slot."""
-    from bsjax.gilp import methods, real_phases
+    from bsjax.gilp import methods
     from bsjax.gilp.llm.parse import change_mask
+    from bsjax.gilp.real import phases as real_phases
     name, p1, script = case
     method = methods.get_method(name)
     driver = _ScriptedDriver(**script)

@@ -188,7 +188,7 @@ def test_write_tables_adds_table4_and_table7(data, tmp_path):
 
 
 def test_real_by_benchmark_splits_events_and_sidecar(tmp_path):
-    from bsjax.gilp import real_runs
+    from bsjax.gilp.real import runs as real_runs
     rows, side = [], []
     for bench in ("taskgraph", "toolchain"):
         for task in range(6):

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bsjax.gilp import config, generate
+from bsjax.gilp import config
+from bsjax.gilp.data import generate
 from bsjax.gilp.envs import common, registry
 from bsjax.gilp.types import graph_from_np
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from bsjax import cli
-from bsjax.gilp import cli as gilp_cli
-from bsjax.gilp import paper
+from bsjax.gilp.cli import main as gilp_cli
+from bsjax.gilp.evaluation import paper
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +115,7 @@ def test_paper_smoke_pipeline_writes_tables_figures_and_json(tmp_path, capsys):
 
 
 def test_a_benchmark_gets_its_own_token_coefficients(tmp_path):
-    from bsjax.gilp.sim.params import SimParams, load_params, params_for, save_params
+    from bsjax.gilp.behaviour.params import SimParams, load_params, params_for, save_params
     path = save_params(tmp_path, SimParams(tok_a_n=10.0, h0=0.2), residuals={
         "token_model": {"coefs_per_bench": {"toolchain": {"tok_a_n": 7.5}}}})
     assert load_params(path).tok_a_n == 10.0

@@ -12,8 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bsjax.gilp import config, events, generate, keys, types
+from bsjax.gilp import config, events, keys, types
 from bsjax.gilp.backbones import BackboneOut, make_backbone
+from bsjax.gilp.data import generate
 from bsjax.gilp.envs import common, registry
 from bsjax.gilp.envs.common import Bench
 from bsjax.gilp.planners import imagination, parametric, parametric_episodes

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from bsjax import cli
-from bsjax.gilp import config, dataset, dataset_format, generate, pipeline
+from bsjax.gilp import config
+from bsjax.gilp.data import dataset, dataset_format, generate
 from bsjax.gilp.envs import common, registry
+from bsjax.gilp.training import workdir
 from bsjax.gilp.types import graph_from_np
 
 BENCH = registry.get("toolchain")
@@ -106,10 +108,10 @@ def test_train_command_trains_saves_and_reuses_a_backbone(tmp_path, capsys):
     assert cli.main(argv) == 0
     row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["backbones"]["toolchain/MLP"]
     assert 0.0 <= row["trans_acc"] <= 1.0 and row["params"] == 78_728
-    profile = pipeline.get_profile("smoke")
-    model = pipeline.load_backbone(tmp_path, "toolchain", "MLP", profile)
+    profile = workdir.get_profile("smoke")
+    model = workdir.load_backbone(tmp_path, "toolchain", "MLP", profile)
     assert model is not None
-    summary = json.loads(pipeline.checkpoint_path(tmp_path, "toolchain", "MLP", 0, profile)
+    summary = json.loads(workdir.checkpoint_path(tmp_path, "toolchain", "MLP", 0, profile)
                          .with_suffix(".metrics.json").read_text())
     assert summary["history"][-1]["train_loss"] < summary["history"][0]["train_loss"]
     assert set(summary["metrics"]) == {"id", "ood", "pooled"}
@@ -117,7 +119,7 @@ def test_train_command_trains_saves_and_reuses_a_backbone(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["backbones"][
         "toolchain/MLP"] == row
     with pytest.raises(FileNotFoundError, match="bsjax gilp train"):
-        pipeline.load_backbone(tmp_path, "toolchain", "MPNN", profile)
+        workdir.load_backbone(tmp_path, "toolchain", "MPNN", profile)
 
 
 def test_train_jobs_trains_backbones_in_child_processes(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""The real-LLM path of GILP (bsjax.gilp.real, bsjax.gilp.llm.driver) against a scripted Ollama-API
+"""The real-LLM path of GILP (bsjax.gilp.real.episode, bsjax.gilp.llm.driver) against a scripted Ollama-API
 server on loopback (bsjax.core.llm.server): Agent-Replan and GILP episodes, the consistency and risk
 gates firing on scripted drafts that contradict a perfect-label backbone, faults becoming counted
 fallbacks, the call cache replaying a run byte for byte, token accounting, resume and the T7 task
@@ -19,12 +19,15 @@ import pytest
 from bsjax.core.llm.backends import OllamaBackend
 from bsjax.core.llm.call_cache import CallCache
 from bsjax.core.llm.server import OllamaAPIServer
-from bsjax.gilp import config, events, metrics, real, real_runs, real_tasks
+from bsjax.gilp import config, events, metrics
+from bsjax.gilp.backbones.features import GraphInputs
 from bsjax.gilp.backbones.layers import BackboneOut
 from bsjax.gilp.envs import common, registry
-from bsjax.gilp.features import GraphInputs
 from bsjax.gilp.llm.driver import GILP_OPTIONS, GilpDriver, make_gilp_backend
 from bsjax.gilp.llm.prompts import RESPONSE_SCHEMA
+from bsjax.gilp.real import episode as real
+from bsjax.gilp.real import runs as real_runs
+from bsjax.gilp.real import tasks as real_tasks
 from bsjax.gilp.types import Graph
 
 BENCH = "taskgraph"
@@ -459,7 +462,7 @@ def test_cli_report_of_an_unfinished_or_malformed_real_run_is_exit_2(tmp_path, c
 def test_cli_real_constrains_the_local_model_by_default(flags, expected):
     import argparse
 
-    from bsjax.gilp.cli_real import add_real_arguments, wants_schema
+    from bsjax.gilp.cli.real import add_real_arguments, wants_schema
     parser = argparse.ArgumentParser()
     add_real_arguments(parser)
     assert wants_schema(parser.parse_args(["--out", "x", *flags])) is expected

@@ -16,17 +16,18 @@ import numpy as np
 import pytest
 
 from bsjax.gilp import config as gilp_config
-from bsjax.gilp import events, generate, keys, methods, metrics, types
+from bsjax.gilp import events, keys, methods, metrics, types
 from bsjax.gilp.backbones import BackboneOut, make_backbone
+from bsjax.gilp.backbones.features import GraphInputs
+from bsjax.gilp.behaviour import agent as sim_agent
+from bsjax.gilp.behaviour import hallucinate as gilp_hallucinate
+from bsjax.gilp.behaviour import params as sim_params
+from bsjax.gilp.behaviour import run as sim_run
+from bsjax.gilp.behaviour.records import StepRecord
+from bsjax.gilp.data import generate
 from bsjax.gilp.envs import common, registry
 from bsjax.gilp.envs.common import Bench
-from bsjax.gilp.features import GraphInputs
 from bsjax.gilp.planners import skeleton
-from bsjax.gilp.sim import agent as sim_agent
-from bsjax.gilp.sim import hallucinate as gilp_hallucinate
-from bsjax.gilp.sim import params as sim_params
-from bsjax.gilp.sim import run as sim_run
-from bsjax.gilp.sim.records import StepRecord
 from bsjax.gilp.types import Graph, graph_from_np
 
 P, A, CO, F, S = (
@@ -244,7 +245,7 @@ def test_the_shipped_calibrated_preset(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="unknown simulator parameter preset"):
         sim_params.preset_path("nope")
     # What `gilp run|paper --params calibrated` and `calibrate --start calibrated` load.
-    from bsjax.gilp.cli import load_sim_params
+    from bsjax.gilp.cli.main import load_sim_params
 
     by_bench = load_sim_params("calibrated", list(gilp_config.BENCHMARKS))
     assert by_bench["toolchain"].tok_a_n == pytest.approx(per_bench["toolchain"]["tok_a_n"])

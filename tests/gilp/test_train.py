@@ -12,9 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bsjax.gilp import dataset_format, train
-from bsjax.gilp.backbone_metrics import METRIC_NAMES, backbone_metrics, metrics_from_predictions
 from bsjax.gilp.backbones import make_backbone
+from bsjax.gilp.data import dataset_format
+from bsjax.gilp.training import train
+from bsjax.gilp.training.backbone_metrics import METRIC_NAMES, backbone_metrics, metrics_from_predictions
 from gilp.synthetic import toy_dataset, toy_decode, toy_windows
 
 

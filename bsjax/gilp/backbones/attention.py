@@ -6,9 +6,15 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from bsjax.gilp.backbones.features import (
+    N_FEATURES,
+    GraphInputs,
+    arg_indices,
+    full_features,
+    normalised_adjacency,
+)
 from bsjax.gilp.backbones.layers import MLP2, BackboneOut, Dense, Heads, LayerNorm, MultiHeadAttention
 from bsjax.gilp.backbones.message_passing import D_H, GCNLayer
-from bsjax.gilp.features import N_FEATURES, GraphInputs, arg_indices, full_features, normalised_adjacency
 
 N_HEADS = 4
 

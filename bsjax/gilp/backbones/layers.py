@@ -13,7 +13,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from bsjax.gilp.features import arg_indices
+from bsjax.gilp.backbones.features import arg_indices
 
 
 class BackboneOut(NamedTuple):

@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 
 from bsjax.gilp import config
+from bsjax.gilp.backbones.features import N_FEATURES, GraphInputs, full_features
 from bsjax.gilp.backbones.layers import MLP2, BackboneOut, Dense, Heads, xavier_uniform
-from bsjax.gilp.features import N_FEATURES, GraphInputs, full_features
 
 D_H = 64
 EDGE_EMBED = 8
@@ -66,7 +66,7 @@ class GCN(eqx.Module):
 
 class ErrorAware(GCN):
     """The residual-GCN trunk `h ← ReLU(Â h W + b) + h` without attention: the action reaches it
-    only through the input channels. Its extra training terms live in `bsjax.gilp.train`."""
+    only through the input channels. Its extra training terms live in `bsjax.gilp.training.train`."""
 
     def __init__(self, key: jax.Array, d_h: int = D_H):
         super().__init__(key, d_h, residual=True)

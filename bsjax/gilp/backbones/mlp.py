@@ -6,8 +6,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from bsjax.gilp.backbones.features import N_FEATURES, GraphInputs, arg_indices, full_features
 from bsjax.gilp.backbones.layers import BackboneOut, Dense, Heads
-from bsjax.gilp.features import N_FEATURES, GraphInputs, arg_indices, full_features
 
 
 class MLPBackbone(eqx.Module):

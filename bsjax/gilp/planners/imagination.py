@@ -23,10 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from bsjax.gilp import config
+from bsjax.gilp.backbones.features import graph_inputs
 from bsjax.gilp.backbones.layers import BackboneOut
 from bsjax.gilp.envs import common
 from bsjax.gilp.envs.common import Bench
-from bsjax.gilp.features import graph_inputs
 from bsjax.gilp.types import Graph, graph_from_np
 
 # Optional static (n_nodes, n_actions) slot cuts, see `planning_sizes`.

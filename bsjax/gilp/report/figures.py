@@ -24,11 +24,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from bsjax.gilp import (
-    config,  # noqa: E402
-    metrics,  # noqa: E402
-    paper_numbers,  # noqa: E402
-)
+from bsjax.gilp import config, metrics, paper_numbers
 from bsjax.gilp.events import group_episodes, read_events  # noqa: E402
 
 F1_METHODS = ("Agent-Replan", "Parametric-WM-MPC", "Parametric-WM-MCTS", "Hybrid-Full", "GILP")

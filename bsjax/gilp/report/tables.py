@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bsjax.core import files
-from bsjax.gilp import config, events, metrics, paper_numbers, real_runs
+from bsjax.gilp import config, events, metrics, paper_numbers
+from bsjax.gilp.real import runs as real_runs
 from bsjax.gilp.report.table_format import Column, Table
 
 
@@ -259,7 +260,7 @@ def _paper7(scope: str) -> dict:
 
 
 def table7(real: dict) -> Table:
-    """T7 real-LLM validation. `real[scope][method]` = a `bsjax.gilp.real_runs.summarise_real` entry
+    """T7 real-LLM validation. `real[scope][method]` = a `bsjax.gilp.real.runs.summarise_real` entry
     (n, sr, sr_ci, hsr, hsr_ci, tok_task, corr_rate, json_fail_rate, timeouts, usd_task,
     usd_1k_gpt4o_mini) for the arms Agent-Replan and GILP; scope a benchmark, "pooled" or
     "taskgraph n=5" (see `real_by_benchmark`). Δ% = 100·(HSR_GILP − HSR_agent)/HSR_agent."""

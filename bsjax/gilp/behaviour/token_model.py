@@ -21,10 +21,10 @@ import jax
 import numpy as np
 
 from bsjax.gilp import config
+from bsjax.gilp.behaviour.agent import CALL_CORRECT, CALL_DRAFT, CALL_REPARSE
 from bsjax.gilp.envs import registry
 from bsjax.gilp.llm import prompts
 from bsjax.gilp.planners import gate
-from bsjax.gilp.sim.agent import CALL_CORRECT, CALL_DRAFT, CALL_REPARSE
 from bsjax.gilp.types import graph_from_np
 
 CALL_TYPES = ("draft", "reparse", "correct", "risk")
@@ -46,7 +46,7 @@ class TokenSamples:
     """Rendered prompts' features and token counts (one entry per prompt, `[S]` each).
 
     Attributes:
-      call_type: int index into `CALL_TYPES` (`sim.agent.CALL_*`).
+      call_type: int index into `CALL_TYPES` (`behaviour.agent.CALL_*`).
       n_real, n_cands, n_rows, history: N_real, |A_t|, |B_t| (0 without skeleton), history lines.
       tokens: float token count of system prompt + user message.
       bench: benchmark name of each prompt.
@@ -184,7 +184,7 @@ def render_token_samples(
 
     Args:
       bench: benchmark name.
-      tasks: stacked task arrays `[T, ...]` (`pipeline.tasks` / `generate.stack_tasks`).
+      tasks: stacked task arrays `[T, ...]` (`workdir.tasks` / `generate.stack_tasks`).
       n_prompts: prompts to render.
       seed: host RNG seed.
       tokenizer: text -> token count (system prompt + user message are counted together).

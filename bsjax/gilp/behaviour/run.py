@@ -1,5 +1,5 @@
 """Run simulated methods over tasks × seeds (docs/gilp/spec.md §4.1, §8); `records_to_events`
-(`sim.run_events`, re-exported here) turns a run into event rows (§6.1).
+(`behaviour.run_events`, re-exported here) turns a run into event rows (§6.1).
 
 One jitted function covers a chunk of episodes: a `lax.scan` over B_MAX steps of `sim_step`
 vmapped over the (task, seed) episodes (finished episodes are masked no-ops). Episodes are
@@ -23,11 +23,11 @@ import numpy as np
 
 from bsjax.gilp import config
 from bsjax.gilp import keys as gilp_keys
+from bsjax.gilp.behaviour.agent import StepKeys, init_state, sim_step
+from bsjax.gilp.behaviour.params import SimParams
+from bsjax.gilp.behaviour.run_events import SimRun, records_to_events
 from bsjax.gilp.envs.common import Bench
 from bsjax.gilp.methods import MethodConfig, get_method, stack_flags
-from bsjax.gilp.sim.agent import StepKeys, init_state, sim_step
-from bsjax.gilp.sim.params import SimParams
-from bsjax.gilp.sim.run_events import SimRun, records_to_events
 from bsjax.gilp.types import Graph, graph_from_np
 
 EPISODE_CHUNK = 64        # episodes per compiled call on a CPU

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bsjax.gilp.sim.params import SimParams, to_dict
+from bsjax.gilp.behaviour.params import SimParams, to_dict
 
 Log = Callable[[str], None]
 

@@ -44,7 +44,7 @@ def _task_id(source: str, index: int) -> int:
 
 def task_refs(bench: str, source: str, arrays: Mapping[str, np.ndarray],
               indices: Sequence[int] | None = None) -> list[TaskRef]:
-    """TaskRefs for tasks of a stacked split (`pipeline.tasks` / `generate.load_split`)."""
+    """TaskRefs for tasks of a stacked split (`workdir.tasks` / `generate.load_split`)."""
     count = len(arrays["status"])
     indices = range(count) if indices is None else indices
     split = "ood" if source == "test_ood" else "id"
@@ -59,20 +59,20 @@ def t7_tasks(work, bench: str, n: int = T7_N, h_range: tuple[int, int] = T7_H,
     `h_range` (inclusive), filled from the val split (first by index) if fewer qualify.
 
     Args:
-      work: GILP work directory (`pipeline.tasks` generates missing splits there).
+      work: GILP work directory (`workdir.tasks` generates missing splits there).
       bench: benchmark name.
       n: tasks per benchmark (20).
       h_range: inclusive horizon range ([3, 8]).
       pool, val_pool: how many test-ID / val tasks to look through (default: whole splits).
     """
-    from bsjax.gilp import pipeline
+    from bsjax.gilp.training import workdir
     lo, hi = h_range
     out: list[TaskRef] = []
     for source, size in (("test_id", pool or config.SPLIT_SIZES["test_id"]),
                          ("val", val_pool or config.SPLIT_SIZES["val"])):
         if len(out) >= n:
             break
-        arrays = pipeline.tasks(Path(work), bench, source, size)
+        arrays = workdir.tasks(Path(work), bench, source, size)
         keep = [i for i in range(len(arrays["horizon"])) if lo <= int(arrays["horizon"][i]) <= hi]
         out += task_refs(bench, source, arrays, keep[:n - len(out)])
     return out

@@ -1,8 +1,8 @@
 """Backbone training (docs/gilp/spec.md §3.3–§3.5, §8 "Training"): the multi-task loss, ErrorAware's
-extra terms, the jitted step and the epoch scan (checkpoints: `bsjax.gilp.checkpoints`).
+extra terms, the jitted step and the epoch scan (checkpoints: `bsjax.gilp.training.checkpoints`).
 
 Batches are fixed-size (128) with a sample mask, so the step compiles once per (architecture,
-dataset layout). Datasets follow `bsjax.gilp.dataset_format`.
+dataset layout). Datasets follow `bsjax.gilp.data.dataset_format`.
 """
 
 from __future__ import annotations
@@ -19,12 +19,17 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from bsjax.gilp import dataset_format
 from bsjax.gilp.backbones import BackboneOut, ErrorAware, make_backbone
+from bsjax.gilp.backbones.features import DecodeFn, expected_next_status, graph_inputs, with_soft_status
+from bsjax.gilp.data import dataset_format
 
 # Checkpoints live in their own module; re-exported here, where training writes them.
-from bsjax.gilp.checkpoints import CHECKPOINT_FORMAT, checkpoint_meta, load_checkpoint, save_checkpoint  # noqa: F401
-from bsjax.gilp.features import DecodeFn, expected_next_status, graph_inputs, with_soft_status
+from bsjax.gilp.training.checkpoints import (  # noqa: F401
+    CHECKPOINT_FORMAT,
+    checkpoint_meta,
+    load_checkpoint,
+    save_checkpoint,
+)
 
 # Loss weights (spec §3.3) and ErrorAware's extra weights (spec §3.4).
 W_VALID, W_DELTA, W_REWARD, W_DONE, W_RISK, W_VALUE = 1.0, 0.5, 0.3, 0.3, 0.2, 0.3

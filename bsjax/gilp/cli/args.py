@@ -28,14 +28,14 @@ def parse_benchmarks(text: str) -> list[str]:
 
 
 def parse_splits(text: str) -> list[str]:
-    from bsjax.gilp.generate import SPLITS
+    from bsjax.gilp.data.generate import SPLITS
     return _parse_names(text, SPLITS, "split")
 
 
 def load_sim_params(path, benches=None):
     """A simulator parameter file: the pooled `SimParams`, or `{bench: SimParams}` with each
     benchmark's token coefficients when `benches` is given; UsageError on a bad file."""
-    from bsjax.gilp.sim.params import load_params
+    from bsjax.gilp.behaviour.params import load_params
     try:
         if benches is None:
             return load_params(path)

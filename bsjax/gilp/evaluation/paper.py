@@ -30,10 +30,11 @@ import jax
 import numpy as np
 
 from bsjax.core import files
-from bsjax.gilp import config, metrics, pipeline
+from bsjax.gilp import config, metrics
+from bsjax.gilp.behaviour.params import params_for
 from bsjax.gilp.methods import METHOD_NAMES, get_method, with_tau_low
 from bsjax.gilp.planners.parametric import ParametricConfig
-from bsjax.gilp.sim.params import params_for
+from bsjax.gilp.training import workdir
 
 Log = Callable[[str], None]
 MAIN_BACKBONE = "MPNN"
@@ -45,10 +46,10 @@ class PaperPlan:
     """What `bsjax gilp paper` runs for a profile.
 
     Attributes:
-      profile: the pipeline profile (tasks, epochs, seeds; `pipeline.PROFILES`).
+      profile: the pipeline profile (tasks, epochs, seeds; `workdir.PROFILES`).
       backbones: architectures trained and measured (Table 4's backbone metrics).
       table4_backbones: architectures whose planners (standalone MPC, Hybrid-Full) are evaluated.
-      calibrate: calibration budget preset (`sim.calibrate.BUDGETS`), or None to use the
+      calibrate: calibration budget preset (`behaviour.calibrate.BUDGETS`), or None to use the
         simulator's initial parameters.
       tau_lows: the τ_low values of the Table 5b sweep.
       sweep_tasks, sweep_seeds: val tasks per benchmark and seeds of the sweep.
@@ -88,12 +89,12 @@ def get_plan(name: str) -> PaperPlan:
 
 def train_all(work: Path, benches: Sequence[str], plan: PaperPlan, log: Log) -> dict:
     """Train (or load) every planned backbone on every benchmark; `{bench: {name: summary}}`."""
-    profile = pipeline.get_profile(plan.profile)
+    profile = workdir.get_profile(plan.profile)
     trained: dict[str, dict] = {}
     for bench in benches:
         for name in plan.backbones:
             log(f"train {bench} / {name} ({profile.name})")
-            trained.setdefault(bench, {})[name] = pipeline.train(work, bench, name, profile)
+            trained.setdefault(bench, {})[name] = workdir.train(work, bench, name, profile)
     return trained
 
 
@@ -124,7 +125,7 @@ def table4_runs(out: Path, work: Path, names: Sequence[str], benches: Sequence[s
                 log: Log = lambda line: None) -> dict:
     """Table 4's planner runs: standalone Parametric-WM-MPC and Hybrid-Full with each backbone
     in `names`, under OUT/backbones/NAME (resumed when present); `{name: run summary}`."""
-    from bsjax.gilp import evaluation as harness
+    from bsjax.gilp.evaluation import harness
     runs = {}
     for name in names:
         log(f"Table 4: planners with {name}")
@@ -159,18 +160,18 @@ def backbone_table(trained: dict, planner_runs: dict) -> dict:
 def tau_sweep(out: Path, work: Path, benches: Sequence[str], plan: PaperPlan, params,
               run_seed: int, log: Log) -> dict:
     """GILP on val for each τ_low (Table 5b); all points share one compiled simulator."""
+    from bsjax.gilp.behaviour import run as sim_run
     from bsjax.gilp.envs import registry
-    from bsjax.gilp.sim import run as sim_run
     path = out / "tau_sweep.json"
     if path.exists():
         return {float(k): v for k, v in json.loads(path.read_text()).items()}
-    profile = pipeline.get_profile(plan.profile)
+    profile = workdir.get_profile(plan.profile)
     points = [with_tau_low(get_method("GILP"), tau) for tau in plan.tau_lows]
     rows: dict[float, list] = {tau: [] for tau in plan.tau_lows}
     for bench in benches:
         log(f"tau_low sweep on {bench} val ({len(points)} values)")
-        model = pipeline.load_backbone(work, bench, MAIN_BACKBONE, profile)
-        tasks = pipeline.tasks(work, bench, "val", plan.sweep_tasks)
+        model = workdir.load_backbone(work, bench, MAIN_BACKBONE, profile)
+        tasks = workdir.tasks(work, bench, "val", plan.sweep_tasks)
         runs = sim_run.run_simulated_many(points, registry.get(bench), model, tasks,
                                           range(plan.sweep_seeds), jax.random.key(run_seed),
                                           params_for(params, bench))
@@ -183,7 +184,7 @@ def tau_sweep(out: Path, work: Path, benches: Sequence[str], plan: PaperPlan, pa
 
 def result_json(summary: dict, backbones: dict, seconds: float, extra: dict) -> dict:
     """The `--json` document: methods (pooled §6.2 metrics) and backbones (pooled Table 4)."""
-    from bsjax.gilp.evaluation import method_json
+    from bsjax.gilp.evaluation.harness import method_json
     return {"methods": {m: method_json(s) for m, s in summary["pooled"].items()},
             "backbones": {name: {"trans_acc": row.get("trans_acc"),
                                  "delta_acc": row.get("delta_acc_all"),
@@ -203,7 +204,7 @@ def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = c
               run_seed: int = 0, params_file: str | Path | None = None, resume: bool = False,
               log: Log = lambda line: None) -> dict:
     """Run the pipeline; returns the result document (also `OUT/result.json`)."""
-    from bsjax.gilp import evaluation as harness
+    from bsjax.gilp.evaluation import harness
     from bsjax.gilp.report import figures as gilp_figures
     from bsjax.gilp.report import tables as gilp_tables
     start = time.perf_counter()
@@ -221,7 +222,7 @@ def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = c
         if json.loads(plan_path.read_text()) != plan_doc:
             raise ValueError(f"{out} holds a run with another plan; use a new --out")
     files.write_json_atomic(plan_path, plan_doc)
-    profile = pipeline.get_profile(plan.profile)
+    profile = workdir.get_profile(plan.profile)
     stages: dict[str, float] = {}
 
     def stage(name: str, tick: float) -> None:
@@ -234,11 +235,11 @@ def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = c
     tick = time.perf_counter()
     params = None
     if params_file is not None:
-        from bsjax.gilp.sim.params import load_params
+        from bsjax.gilp.behaviour.params import load_params
         params = {bench: load_params(params_file, bench) for bench in benches}
     elif plan.calibrate is not None:
-        from bsjax.gilp.sim import calibrate as cal
-        from bsjax.gilp.sim.params import PARAMS_FILE, load_params
+        from bsjax.gilp.behaviour import calibrate as cal
+        from bsjax.gilp.behaviour.params import PARAMS_FILE, load_params
         cal_dir = out / "calibration"
         if not (cal_dir / PARAMS_FILE).exists():
             cal.calibrate(work, cal_dir, benches, cal.get_budget(plan.calibrate), MAIN_BACKBONE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bsjax.gilp.sim.params import save_params, to_dict
+from bsjax.gilp.behaviour.params import save_params, to_dict
 
 
 def document(params, tokens, stages, rows3, recheck, summaries, meta) -> dict:
@@ -27,7 +27,7 @@ def document(params, tokens, stages, rows3, recheck, summaries, meta) -> dict:
 
 def write_outputs(out: Path, doc: dict, params_name: str, residuals_name: str) -> None:
     """The parameter file (with residual rows and meta) and the residual table."""
-    from bsjax.gilp.sim.params import from_dict
+    from bsjax.gilp.behaviour.params import from_dict
     out.mkdir(parents=True, exist_ok=True)
     save_params(out / params_name, from_dict(doc["params"]),
                 residuals={"rows": doc["rows"], "band_recheck": doc["band_recheck"],

@@ -1,5 +1,5 @@
 """Calibration of the behavioural LLM simulator (docs/gilp/spec.md §5.2 "Calibration procedure",
-"Acceptance bands"; `bsjax gilp calibrate`). Refitting to a local model: `sim.calibrate_real`.
+"Acceptance bands"; `bsjax gilp calibrate`). Refitting to a local model: `behaviour.calibrate_real`.
 
 - Token model: least squares on prompts rendered with the real templates (`token_model`).
 - Stage 1: `{c_tg, t_slip, h0, h1, h2, q_fb, q_rec}` on Agent-Replan (val split).
@@ -25,12 +25,12 @@ import jax
 import numpy as np
 
 from bsjax.gilp import config, metrics
+from bsjax.gilp.behaviour import residuals, token_model
+from bsjax.gilp.behaviour import targets as gilp_targets
+from bsjax.gilp.behaviour.params import LOCAL_PARAMS_FILE, PARAMS_FILE, SimParams
+from bsjax.gilp.behaviour.run import records_to_events, run_simulated_sweep
+from bsjax.gilp.behaviour.search import Journal, Log, StageResult, fit_stage, with_values
 from bsjax.gilp.envs import registry
-from bsjax.gilp.sim import residuals, token_model
-from bsjax.gilp.sim import targets as gilp_targets
-from bsjax.gilp.sim.params import LOCAL_PARAMS_FILE, PARAMS_FILE, SimParams
-from bsjax.gilp.sim.run import records_to_events, run_simulated_sweep
-from bsjax.gilp.sim.search import Journal, Log, StageResult, fit_stage, with_values
 
 RESIDUALS_FILE = "CALIBRATION_RESIDUALS.md"
 LOCAL_RESIDUALS_FILE = "CALIBRATION_RESIDUALS.local.md"
@@ -269,8 +269,8 @@ def fit_tokens(task_sets: Mapping[str, Mapping[str, np.ndarray]], n_prompts: int
 # --- orchestration ------------------------------------------------------------------------------
 
 def _val_tasks(work: Path, benches: Sequence[str], count: int, split: str = "val") -> dict:
-    from bsjax.gilp import pipeline
-    return {b: pipeline.tasks(Path(work), b, split, count) for b in benches}
+    from bsjax.gilp.training import workdir
+    return {b: workdir.tasks(Path(work), b, split, count) for b in benches}
 
 
 def run_meta(budget: CalibrationBudget, benches, seconds: float, **extra) -> dict:
@@ -299,7 +299,7 @@ def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
       out: output directory.
       benches: benchmarks to pool.
       budget: `CalibrationBudget`.
-      backbone, profile: which checkpoints to load (`pipeline.load_backbone`).
+      backbone, profile: which checkpoints to load (`workdir.load_backbone`).
       models: `{bench: model}` overriding the checkpoints (tests).
       tokenizer: text -> tokens for the token model (default len/4).
       run_seed: root key of every evaluation (common random numbers).
@@ -311,14 +311,14 @@ def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
         `()` checks a parameter set against every target and band without fitting.
       log: progress lines.
     """
-    from bsjax.gilp import pipeline
+    from bsjax.gilp.training import workdir
     budget.validate()
     if not set(stages) <= {1, 2}:
         raise ValueError(f"stages must be a subset of 1,2 (got {list(stages)})")
     start = time.perf_counter()
     if models is None:
-        prof = pipeline.get_profile(profile)
-        models = {b: pipeline.load_backbone(Path(work), b, backbone, prof) for b in benches}
+        prof = workdir.get_profile(profile)
+        models = {b: workdir.load_backbone(Path(work), b, backbone, prof) for b in benches}
     tasks = _val_tasks(work, benches, budget.tasks)
     ood = _val_tasks(work, benches, budget.ood_tasks, "test_ood") if budget.ood_tasks else {}
     setup = SimSetup(tasks=tasks, models=dict(models), seeds=tuple(range(budget.seeds)),

@@ -25,7 +25,7 @@ or an executed valid action with v as an argument that would be invalid were v i
 
 Each episode has a wall-clock cap: when it is exceeded after a step, the episode ends there with
 `done = true, success = false, timeout = true` (reported, never dropped). Runs of many episodes,
-with resume and their summaries, are `bsjax.gilp.real_runs` (wall times are kept out of the events
+with resume and their summaries, are `bsjax.gilp.real.runs` (wall times are kept out of the events
 so that a rerun from the call cache reproduces the events byte for byte).
 """
 
@@ -47,8 +47,8 @@ from bsjax.gilp.llm import prompts
 from bsjax.gilp.llm.driver import GilpDriver
 from bsjax.gilp.methods import MethodConfig, get_method
 from bsjax.gilp.planners.skeleton import score_candidates
-from bsjax.gilp.real_phases import decide
-from bsjax.gilp.real_tasks import TaskRef
+from bsjax.gilp.real.phases import decide
+from bsjax.gilp.real.tasks import TaskRef
 from bsjax.gilp.types import Graph, graph_from_np
 
 UNKNOWN = prompts.UNKNOWN

@@ -12,7 +12,7 @@ import jax
 
 from bsjax.gilp import config
 from bsjax.gilp.backbones import backbone_name, canonical_name, count_params, make_backbone
-from bsjax.gilp.features import N_FEATURES
+from bsjax.gilp.backbones.features import N_FEATURES
 
 CHECKPOINT_FORMAT = 1
 

@@ -24,7 +24,7 @@ MAX_THREADS = 1024           # --threads
 
 def _llm_methods(text: str) -> list:
     """`--methods` as configs (`cli.parse_methods`), LLM methods only."""
-    from bsjax.gilp.cli_args import parse_methods
+    from bsjax.gilp.cli.args import parse_methods
     from bsjax.gilp.methods import get_method
     methods = [get_method(name) for name in parse_methods(text)]
     not_llm = [m.name for m in methods if not m.llm]
@@ -42,11 +42,14 @@ def wants_schema(args) -> bool:
 def cmd_real(args) -> int:
     """Run (or resume) a T7 real-LLM run and write its table."""
     from bsjax.core.llm.call_cache import CallCache
-    from bsjax.gilp import pipeline, real, real_runs, real_tasks
-    from bsjax.gilp.cli_args import parse_backbones, parse_benchmarks
-    from bsjax.gilp.evaluation import config_changes
+    from bsjax.gilp.cli.args import parse_backbones, parse_benchmarks
+    from bsjax.gilp.evaluation.harness import config_changes
     from bsjax.gilp.llm.driver import GilpDriver, make_gilp_backend
+    from bsjax.gilp.real import episode as real
+    from bsjax.gilp.real import runs as real_runs
+    from bsjax.gilp.real import tasks as real_tasks
     from bsjax.gilp.report import tables
+    from bsjax.gilp.training import workdir
     benches, methods = parse_benchmarks(args.bench), _llm_methods(args.methods)
     if args.llm not in LLM_KINDS:
         raise UsageError(f"unknown LLM backend {args.llm!r} (choose from {', '.join(LLM_KINDS)})")
@@ -55,7 +58,7 @@ def cmd_real(args) -> int:
         raise UsageError("--backbone takes one backbone")
     _check_real_flags(args)
     try:
-        profile = pipeline.get_profile(args.profile)
+        profile = workdir.get_profile(args.profile)
     except ValueError as err:
         raise UsageError(str(err)) from None
     work = checks.input_dir(args.work, "--work")
@@ -63,7 +66,7 @@ def cmd_real(args) -> int:
     models = {}
     if any(m.uses_backbone for m in methods):
         try:  # every checkpoint is loaded before anything is written
-            models = {b: pipeline.load_backbone(work, b, backbone[0], profile) for b in benches}
+            models = {b: workdir.load_backbone(work, b, backbone[0], profile) for b in benches}
         except FileNotFoundError as err:
             raise UsageError(str(err)) from None
     schema = wants_schema(args)
@@ -146,7 +149,7 @@ def _check_real_flags(args) -> None:
 
 
 def add_real_arguments(parser) -> None:
-    """The flags of `bsjax gilp real` (also `python -m bsjax.gilp.real`)."""
+    """The flags of `bsjax gilp real` (also `python -m bsjax.gilp.real.episode`)."""
     parser.add_argument("--bench", default="all", help="all, or e.g. taskgraph,toolchain")
     parser.add_argument("--tasks", type=int, default=20, help="tasks per benchmark (T7: 20)")
     parser.add_argument("--methods", default=DEFAULT_METHODS,

@@ -1,10 +1,10 @@
 """The behavioural LLM simulator of GILP (docs/gilp/spec.md §5.2): parameters, the pure `sim_step`,
 and the batched episode runner."""
 
-from bsjax.gilp.sim.agent import SimState, StepKeys, init_state, sim_step
-from bsjax.gilp.sim.params import SimParams, default_params, load_params, save_params
-from bsjax.gilp.sim.records import StepRecord
-from bsjax.gilp.sim.run import (
+from bsjax.gilp.behaviour.agent import SimState, StepKeys, init_state, sim_step
+from bsjax.gilp.behaviour.params import SimParams, default_params, load_params, save_params
+from bsjax.gilp.behaviour.records import StepRecord
+from bsjax.gilp.behaviour.run import (
                                 SimRun,
                                 records_to_events,
                                 run_simulated,

@@ -14,7 +14,7 @@ from bsjax.core import checks
 from bsjax.core.errors import UsageError
 from bsjax.core.progress import GameProgress
 from bsjax.gilp import config as gilp_config
-from bsjax.gilp.cli_args import (
+from bsjax.gilp.cli.args import (
     load_sim_params,
     parse_backbones,
     parse_benchmarks,
@@ -31,7 +31,7 @@ MAX_JOBS = 64         # --jobs: training processes at once
 
 def cmd_generate(args) -> int:
     """Generate (or, with --resume, complete) the task splits as checksummed .npz files."""
-    from bsjax.gilp import generate
+    from bsjax.gilp.data import generate
     benches, splits = parse_benchmarks(args.bench), parse_splits(args.splits)
     if args.count is not None:
         checks.int_in(args.count, "--count", 1, MAX_TASKS)
@@ -82,9 +82,9 @@ def cmd_generate(args) -> int:
 
 
 def _profile(name: str):
-    from bsjax.gilp import pipeline
+    from bsjax.gilp.training import workdir
     try:
-        return pipeline.get_profile(name)
+        return workdir.get_profile(name)
     except ValueError as err:
         raise UsageError(str(err)) from None
 
@@ -93,7 +93,7 @@ def cmd_train(args) -> int:
     """Train backbones (per benchmark × architecture) and measure them on held-out transitions."""
     import sys
 
-    from bsjax.gilp import pipeline
+    from bsjax.gilp.training import workdir
     benches, backbones = parse_benchmarks(args.bench), parse_backbones(args.backbone)
     profile = _profile(args.profile)
     checks.int_in(args.seed, "--seed", 0, checks.MAX_SEED)
@@ -102,12 +102,12 @@ def cmd_train(args) -> int:
     if args.jobs > 1 and len(backbones) > 1:
         for bench in benches:
             print(f"[data {bench} / {profile.name}]", file=sys.stderr)
-            pipeline.build_data(work, bench, profile)
+            workdir.build_data(work, bench, profile)
         _train_in_processes(args, benches, backbones, args.jobs)
     for bench in benches:
         for backbone in backbones:
             print(f"[{bench} / {backbone} / {profile.name}]", file=sys.stderr)
-            rows.append(pipeline.train(work, bench, backbone, profile, args.seed,
+            rows.append(workdir.train(work, bench, backbone, profile, args.seed,
                                        log=lambda line: print("  " + line, file=sys.stderr)))
     table = {f"{r['bench']}/{r['backbone']}": {
         "params": r["params"], "trans_acc": r["metrics"]["pooled"]["trans_acc"],
@@ -160,7 +160,7 @@ def cmd_run(args) -> int:
     """Evaluate methods on the test splits with the behavioural simulator / parametric planners."""
     import sys
 
-    from bsjax.gilp import evaluation as harness
+    from bsjax.gilp.evaluation import harness
     benches, methods = parse_benchmarks(args.bench), parse_methods(args.methods)
     backbone = parse_backbones(args.backbone)
     if len(backbone) != 1:
@@ -188,7 +188,7 @@ def cmd_run(args) -> int:
 
 
 def _print_summary(summary: dict, out: Path, as_json: bool) -> None:
-    from bsjax.gilp.evaluation import method_json
+    from bsjax.gilp.evaluation.harness import method_json
     methods = {m: method_json(stats) for m, stats in summary["pooled"].items()}
     if as_json:
         print(json.dumps({"out": str(out), "methods": methods}, default=float))
@@ -215,7 +215,7 @@ def _report_real(out: Path, as_json: bool) -> int:
 
 def cmd_report(args) -> int:
     """Rebuild summary.json and the tables of a GILP run from its event files."""
-    from bsjax.gilp import evaluation as harness
+    from bsjax.gilp.evaluation import harness
     out = Path(checks.nonempty(args.run_dir, "the run directory"))
     if not (out / "events").is_dir() and (out / "events.jsonl").is_file():
         return _report_real(out, args.json)
@@ -272,11 +272,11 @@ def paper_settings(args) -> dict:
 
 
 def cmd_paper(args) -> int:
-    """The whole GILP pipeline (bsjax.gilp.paper): tables, figures and a JSON summary."""
+    """The whole GILP pipeline (bsjax.gilp.evaluation.paper): tables, figures and a JSON summary."""
     import argparse
     import sys
 
-    from bsjax.gilp import paper
+    from bsjax.gilp.evaluation import paper
     args = argparse.Namespace(**{**vars(args), **paper_settings(args)})
     try:
         plan = paper.get_plan(args.profile)
@@ -349,8 +349,8 @@ def add_parser(sub) -> None:
     rn.add_argument("--resume", action="store_true", help="continue an interrupted run")
     rn.add_argument("--json", action="store_true")
     rn.set_defaults(func=cmd_run)
-    from bsjax.gilp.cli_calibrate import add_calibrate_parser
-    from bsjax.gilp.cli_real import add_real_parser
+    from bsjax.gilp.cli.calibrate import add_calibrate_parser
+    from bsjax.gilp.cli.real import add_real_parser
     add_calibrate_parser(gsub)
     add_real_parser(gsub)
     pp = gsub.add_parser("paper", help="the whole pipeline: train, evaluate, tables, figures")

@@ -18,7 +18,7 @@ MAX_EVALS = 100_000  # --evals: the paper budget runs 456 a stage
 
 
 def _budget(profile: str, evals: int | None):
-    from bsjax.gilp.sim import calibrate as cal
+    from bsjax.gilp.behaviour import calibrate as cal
     if evals is not None:
         checks.int_in(evals, "--evals", 1, MAX_EVALS)
     try:
@@ -43,9 +43,9 @@ def _stages(text: str) -> tuple[int, ...]:
 
 def cmd_calibrate(args) -> int:
     """Run the calibration (or, with --from-real, the stage-1 refit to a real run)."""
-    from bsjax.gilp import pipeline
-    from bsjax.gilp.cli_args import load_sim_params, parse_backbones, parse_benchmarks
-    from bsjax.gilp.sim import calibrate as cal
+    from bsjax.gilp.behaviour import calibrate as cal
+    from bsjax.gilp.cli.args import load_sim_params, parse_backbones, parse_benchmarks
+    from bsjax.gilp.training import workdir
     benches = parse_benchmarks(args.bench)
     checks.nonempty(args.budget, "--budget")
     budget = _budget(args.budget or args.profile, args.evals)
@@ -68,10 +68,10 @@ def cmd_calibrate(args) -> int:
             raise UsageError(f"{run} is not a real-path run directory (no events.jsonl)")
         base = None
         if (out / cal.PARAMS_FILE).is_file():  # refit on top of the paper-calibrated set
-            from bsjax.gilp.sim.params import load_params
+            from bsjax.gilp.behaviour.params import load_params
             base = load_params(out / cal.PARAMS_FILE)
         try:
-            from bsjax.gilp.sim.calibrate_real import calibrate_from_real
+            from bsjax.gilp.behaviour.calibrate_real import calibrate_from_real
             doc = calibrate_from_real(work, out, run, budget, base=base, log=log)
         except UnicodeDecodeError as err:
             raise UsageError(f"{run}: a file there is not UTF-8 text ({err.reason})") from None
@@ -80,11 +80,11 @@ def cmd_calibrate(args) -> int:
         params_file = out / cal.LOCAL_PARAMS_FILE
     else:
         try:
-            profile = pipeline.get_profile(args.profile)
+            profile = workdir.get_profile(args.profile)
         except ValueError as err:
             raise UsageError(str(err)) from None
         try:  # load every checkpoint before anything is written
-            models = {b: pipeline.load_backbone(work, b, backbone[0], profile) for b in benches}
+            models = {b: workdir.load_backbone(work, b, backbone[0], profile) for b in benches}
         except FileNotFoundError as err:
             raise UsageError(str(err)) from None
         doc = cal.calibrate(work, out, benches, budget, backbone[0], args.profile, models=models,

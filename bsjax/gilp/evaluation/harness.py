@@ -24,10 +24,11 @@ from pathlib import Path
 import jax
 
 from bsjax.core import files
-from bsjax.gilp import events, metrics, pipeline
+from bsjax.gilp import events, metrics
+from bsjax.gilp.behaviour.params import params_digest, params_for
 from bsjax.gilp.envs import registry
 from bsjax.gilp.methods import get_method
-from bsjax.gilp.sim.params import params_digest, params_for
+from bsjax.gilp.training import workdir
 
 EVAL_SPLITS = ("test_id", "test_ood")
 
@@ -45,9 +46,9 @@ def config_changes(run_json: Path, config: dict) -> list[str]:
     return sorted(k for k in config if previous.get(k) != config[k])
 
 
-def eval_tasks(work: Path, bench: str, split: str, profile: pipeline.Profile):
+def eval_tasks(work: Path, bench: str, split: str, profile: workdir.Profile):
     n_id, n_ood = profile.test_tasks
-    return pipeline.tasks(work, bench, split, n_id if split == "test_id" else n_ood)
+    return workdir.tasks(work, bench, split, n_id if split == "test_id" else n_ood)
 
 
 def run_unit(method_name: str, bench: str, split: str, tasks, model, seeds: Sequence[int],
@@ -63,7 +64,7 @@ def run_units(method_names: Sequence[str], bench: str, split: str, tasks, model,
     """Event rows and seconds of several methods on one split's tasks. The simulated LLM methods
     share one compiled simulator (`run_simulated_many`); parametric planners run one by one with
     `planner` settings (`ParametricConfig`, default the spec's)."""
-    from bsjax.gilp.sim import run as sim_run
+    from bsjax.gilp.behaviour import run as sim_run
     rules = registry.get(bench)
     methods = [get_method(m) for m in method_names]
     out = {}
@@ -97,7 +98,7 @@ def run(
     work: Path,
     methods: Sequence[str],
     benches: Sequence[str],
-    profile: pipeline.Profile,
+    profile: workdir.Profile,
     backbone: str = "MPNN",
     seeds: int | None = None,
     run_seed: int = 0,
@@ -116,7 +117,7 @@ def run(
     seeds = profile.seeds if seeds is None else seeds
     needs_backbone = any(get_method(m).uses_backbone for m in methods)
     models = {
-        b: pipeline.load_backbone(work, b, backbone, profile) if needs_backbone else None for b in benches
+        b: workdir.load_backbone(work, b, backbone, profile) if needs_backbone else None for b in benches
     }
     config = {
         "profile": profile.name,

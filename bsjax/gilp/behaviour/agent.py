@@ -7,7 +7,7 @@ tokens and confidence (events 5-7). The run loop vmaps it over episodes and scan
 steps; a finished episode's step is a no-op (state unchanged, `active = False`).
 
 Information flow (no leak): the agent's choice and expectation model read only the agent's view
-`observe(G̃)` (`sim.choice`); Phase 1 reads `observe(G_t)`. Only the environment step and the
+`observe(G̃)` (`behaviour.choice`); Phase 1 reads `observe(G_t)`. Only the environment step and the
 logged ground truth (support, ρ*, outcome flags) read the true graph.
 
 Imagined deltas are `[N]` int8 claim vectors: claim[v] is the status the reply claims for node v,
@@ -24,14 +24,14 @@ import jax
 import jax.numpy as jnp
 
 from bsjax.gilp import config
+from bsjax.gilp.behaviour import choice
+from bsjax.gilp.behaviour.records import AgentOutcome, StepRecord
 from bsjax.gilp.envs import common
 from bsjax.gilp.envs.common import Bench
 from bsjax.gilp.methods import MethodConfig, MethodFlags, method_flags
 from bsjax.gilp.planners import gate
 from bsjax.gilp.planners.imagination import planning_candidates
 from bsjax.gilp.planners.skeleton import Phase1, backbone_claims, score_candidates
-from bsjax.gilp.sim import choice
-from bsjax.gilp.sim.records import AgentOutcome, StepRecord
 from bsjax.gilp.types import Graph
 
 HISTORY_WINDOW = 3  # W: lines in the prompt's "Recent Steps" block (spec §5.1)

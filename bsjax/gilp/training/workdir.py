@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from bsjax.core import files
-from bsjax.gilp import dataset_format
+from bsjax.gilp.data import dataset_format
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +64,7 @@ def get_profile(name: str) -> Profile:
 def tasks(work: Path, bench: str, split: str, count: int) -> dict[str, np.ndarray]:
     """The first `count` tasks of a split, generating (and saving) the split when missing or
     too short. Tasks are deterministic per index, so a longer split extends a shorter one."""
-    from bsjax.gilp import generate
+    from bsjax.gilp.data import generate
     path = Path(work) / "tasks" / f"{bench}_{split}.npz"
     if path.exists():
         arrays, manifest = generate.load_split(path)
@@ -78,7 +78,7 @@ def tasks(work: Path, bench: str, split: str, count: int) -> dict[str, np.ndarra
 def labelled(work: Path, bench: str, split: str, profile: Profile, count: int,
              seed: int = 0) -> dict[str, np.ndarray]:
     """Labelled transitions from the first `count` tasks of a split (built once, then loaded)."""
-    from bsjax.gilp import dataset
+    from bsjax.gilp.data import dataset
     from bsjax.gilp.envs import registry
     # The task count is in the name, so a resized profile never reuses stale transitions.
     path = Path(work) / "data" / f"{bench}_{split}_{profile.name}_n{count}.npz"
@@ -116,10 +116,11 @@ def train(work: Path, bench: str, backbone: str, profile: Profile, seed: int = 0
     The summary holds the backbone name, benchmark, params, training seconds and steps/s, the
     final losses, and the §3.6 metrics on held-out test transitions (ID, OOD, pooled).
     """
-    from bsjax.gilp import backbone_metrics, dataset
-    from bsjax.gilp import train as train_lib
     from bsjax.gilp.backbones import canonical_name
+    from bsjax.gilp.data import dataset
     from bsjax.gilp.envs import registry
+    from bsjax.gilp.training import backbone_metrics
+    from bsjax.gilp.training import train as train_lib
     backbone = canonical_name(backbone)
     path = checkpoint_path(work, bench, backbone, seed, profile)
     summary_path = path.with_suffix(".metrics.json")
@@ -161,8 +162,8 @@ def train(work: Path, bench: str, backbone: str, profile: Profile, seed: int = 0
 
 def load_backbone(work: Path, bench: str, backbone: str, profile: Profile, seed: int = 0):
     """A trained checkpoint; a clear error when it has not been trained."""
-    from bsjax.gilp import train as train_lib
     from bsjax.gilp.backbones import canonical_name
+    from bsjax.gilp.training import train as train_lib
     path = checkpoint_path(work, bench, canonical_name(backbone), seed, profile)
     if not path.exists():
         raise FileNotFoundError(f"missing checkpoint {path} (run bsjax gilp train --bench {bench} "

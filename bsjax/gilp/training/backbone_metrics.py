@@ -22,9 +22,9 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from bsjax.gilp import dataset_format
 from bsjax.gilp.backbones import count_params
-from bsjax.gilp.features import DecodeFn, expected_next_status, graph_inputs
+from bsjax.gilp.backbones.features import DecodeFn, expected_next_status, graph_inputs
+from bsjax.gilp.data import dataset_format
 
 METRIC_NAMES = ("node_mse", "delta_acc_all", "delta_acc_changed", "valid_acc", "trans_acc",
                 "reward_mse", "done_acc", "risk_mae", "value_mse", "params")

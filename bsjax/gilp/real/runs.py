@@ -1,4 +1,4 @@
-"""Runs of the real-LLM loop (`bsjax.gilp.real`): every (task, method) episode of a run appended
+"""Runs of the real-LLM loop (`bsjax.gilp.real.episode`): every (task, method) episode of a run appended
 whole to an `events.jsonl`, a rerun skipping the complete ones (resume), the per-episode sidecar
 `episodes.jsonl` (wall time, driver counters, cost), and the T7 summaries read back from both."""
 
@@ -12,7 +12,7 @@ from bsjax.core import files
 from bsjax.gilp import events
 from bsjax.gilp.llm.driver import GilpDriver
 from bsjax.gilp.methods import MethodConfig, get_method
-from bsjax.gilp.real import RealConfig, TaskRef, run_episode
+from bsjax.gilp.real.episode import RealConfig, TaskRef, run_episode
 
 SIDECAR = "episodes.jsonl"
 

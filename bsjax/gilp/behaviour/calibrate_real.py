@@ -11,17 +11,18 @@ import jax
 import numpy as np
 
 from bsjax.gilp import config, metrics
-from bsjax.gilp.sim import calibrate as cal
-from bsjax.gilp.sim import residuals
-from bsjax.gilp.sim import targets as gilp_targets
-from bsjax.gilp.sim.params import LOCAL_PARAMS_FILE, SimParams
-from bsjax.gilp.sim.search import Log, fit_stage, with_values
+from bsjax.gilp.behaviour import calibrate as cal
+from bsjax.gilp.behaviour import residuals
+from bsjax.gilp.behaviour import targets as gilp_targets
+from bsjax.gilp.behaviour.params import LOCAL_PARAMS_FILE, SimParams
+from bsjax.gilp.behaviour.search import Log, fit_stage, with_values
 
 
 def real_targets_and_tasks(work: str | Path, run_dir: str | Path) -> tuple[list, dict, dict]:
     """Stage-1 targets from a real run's Agent-Replan episodes, and the tasks they ran on
     (`{bench: stacked arrays}`, `{bench: event task ids}`)."""
-    from bsjax.gilp import events, pipeline
+    from bsjax.gilp import events
+    from bsjax.gilp.training import workdir
     rows = events.read_events(Path(run_dir) / "events.jsonl")
     agent = [r for r in rows if r["method"] == "Agent-Replan"]
     if not agent:
@@ -35,7 +36,7 @@ def real_targets_and_tasks(work: str | Path, run_dir: str | Path) -> tuple[list,
             source = ("val" if task >= config.SPLIT_OFFSET["val"] else
                       "test_ood" if split == "ood" else "test_id")
             index = task - config.SPLIT_OFFSET["val"] if source == "val" else task
-            arrays = pipeline.tasks(Path(work), bench, source, index + 1)
+            arrays = workdir.tasks(Path(work), bench, source, index + 1)
             picked.append({k: v[index] for k, v in arrays.items()})
         tasks[bench] = {k: np.stack([p[k] for p in picked]) for k in picked[0]}
         ids[bench] = [task for _, task in refs]

@@ -9,8 +9,8 @@ from typing import NamedTuple
 import numpy as np
 
 from bsjax.gilp import config, events
+from bsjax.gilp.behaviour.records import StepRecord
 from bsjax.gilp.llm.prompts import action_str
-from bsjax.gilp.sim.records import StepRecord
 
 
 class SimRun(NamedTuple):

@@ -13,11 +13,11 @@ import jax
 import jax.numpy as jnp
 
 from bsjax.gilp import config
+from bsjax.gilp.behaviour.hallucinate import EVENT_DRAWS, hallucinate_u, p_halluc
 from bsjax.gilp.envs import common
 from bsjax.gilp.envs.common import Bench
 from bsjax.gilp.methods import MethodFlags
 from bsjax.gilp.planners.skeleton import Phase1
-from bsjax.gilp.sim.hallucinate import EVENT_DRAWS, hallucinate_u, p_halluc
 from bsjax.gilp.types import Graph
 
 
