@@ -27,6 +27,7 @@ from pathlib import Path
 import jax
 
 from bsjax.gilp import config as gilp_config
+from bsjax.gilp import profiles
 from bsjax.gilp.backbones import BACKBONES, canonical_name, make_backbone
 from bsjax.gilp.data import dataset
 from bsjax.gilp.envs import registry
@@ -60,7 +61,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     try:
         args.backbones = (list(BACKBONES) if args.backbones == "all"
                           else [canonical_name(b) for b in args.backbones.split(",")])
-        args.profile = workdir.get_profile(args.profile)
+        args.profile = profiles.get_profile(args.profile)
     except (KeyError, ValueError) as err:
         p.error(str(err).strip("'\""))
     if args.tasks is not None and args.tasks < 1:

@@ -36,7 +36,8 @@ BATTLESHIP = [
     ["bsjax.battleship.cli", "bsjax.battleship.cli_checks"],
 ]
 GILP = [  # the pipeline: generate (data) -> train -> plan / simulate -> evaluate -> report
-    ["bsjax.gilp.config", "bsjax.gilp.types", "bsjax.gilp.keys", "bsjax.gilp.paper_numbers"],
+    ["bsjax.gilp.config", "bsjax.gilp.types", "bsjax.gilp.keys", "bsjax.gilp.paper_numbers",
+     "bsjax.gilp.profiles"],
     ["bsjax.gilp.envs"],
     ["bsjax.gilp.data"],
     ["bsjax.gilp.backbones"],

@@ -106,3 +106,35 @@ class GilpConfig:
     tau_low: float = 0.30
     rho_th: float = 0.65
     max_corrections: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ParametricConfig:
+    """Static settings of the parametric planners (spec §4.3, §4.4; bsjax choices).
+
+    Attributes:
+      mpc_candidates: M, root candidates rolled out by MPC (top Ĵ_K).
+      mpc_horizon: K, imagined steps per MPC rollout.
+      mpc_root_valid_only: restrict MPC's root candidates to those predicted valid
+        (`p_valid ≥ 0.5`; all real ones if none is), as the greedy continuation and the MCTS
+        priors are. On by default (bsjax choice; spec §4.3 ranks all candidates): with an
+        imperfect backbone a predicted-invalid root action scores as "wait one step", and
+        replanning from the unchanged state repeats it until the budget runs out (TaskGraph,
+        a 10-epoch MPNN: SR 0.10 with the literal rule, 0.70 with this one).
+      mcts_simulations: simulations per MCTS search.
+      mcts_max_depth: depth cap; the effective cap is `min(mcts_max_depth, B − t)`.
+      mcts_pb_c_init: PUCT constant c_1.
+      mcts_prior_temperature: priors are `Ĵ_K / temperature`.
+      mcts_dirichlet_fraction: root exploration noise (0 = none).
+      episode_chunk: episodes per jitted call of the runner (memory bound).
+    """
+
+    mpc_candidates: int = 8
+    mpc_horizon: int = 3
+    mpc_root_valid_only: bool = True
+    mcts_simulations: int = 32
+    mcts_max_depth: int = 6
+    mcts_pb_c_init: float = 1.25
+    mcts_prior_temperature: float = 0.1
+    mcts_dirichlet_fraction: float = 0.0
+    episode_chunk: int = 256

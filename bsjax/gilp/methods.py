@@ -8,7 +8,8 @@ the same configs:
 - `llm`: the agent is an LLM (simulated or real); parametric planners and the Oracle have none;
 - `fields`: the skeleton fields shown in the prompt, a subset of `SKELETON_FIELDS` in that order
   (empty: no skeleton block);
-- `gate`: Phase-3/4 behaviour (`planners.gate.ABLATIONS`), or None for gateless methods;
+- `correct`, `double_rho`, `risk_gate`: the Phase-3/4 gates of GILP and its ablations (the
+  correction rule is None for gateless methods);
 - `parametric`: "mpc" / "mcts" for the parametric planners, else None;
 - `oracle`: the privileged reference policy (not a paper method);
 - thresholds `tau_low`, `tau_high`, `rho_th`, `max_corrections`, `skeleton_k` (spec defaults; a
@@ -26,9 +27,10 @@ import jax
 import numpy as np
 
 from bsjax.gilp import config
-from bsjax.gilp.planners.gate import ABLATIONS, GateFlags
 
 SKELETON_FIELDS = ("validity", "delta", "risk", "value")
+# The consistency gate's correction rules; `MethodFlags.correct_mode` indexes this.
+CORRECT_MODES = ("band", "always", "never")
 # The prompt renderer's variant names (bsjax.gilp.llm.prompts.VARIANT_FIELDS).
 _VARIANT_OF_FIELDS = {("validity",): "validity", ("delta",): "delta", ("risk",): "risk",
                       ("value",): "value", SKELETON_FIELDS: "full"}
@@ -44,7 +46,12 @@ class MethodConfig:
       uses_backbone: Phase 1 runs.
       llm: the agent is an LLM (1+ calls per step).
       fields: skeleton fields shown, ordered as `SKELETON_FIELDS`; () without a skeleton.
-      gate: gate flags of GILP and its ablations; None for gateless methods.
+      correct: the consistency gate's correction rule of GILP and its ablations (§4.7, §1.3 #7):
+        `band` (cons < τ_low), `always` (every step, GILP-tau0) or `never`; None for gateless
+        methods (no Phases 3-4).
+      double_rho: a draft kept uncorrected with cons < τ_high doubles ρ̂, and so does
+        cons_after < τ_high after a correction (gated methods only).
+      risk_gate: Phase 4 runs (gated methods only).
       parametric: "mpc" or "mcts" for the parametric planners; None otherwise.
       oracle: the Oracle reference row.
       tau_low, tau_high: consistency-gate bands.
@@ -57,7 +64,9 @@ class MethodConfig:
     uses_backbone: bool
     llm: bool
     fields: tuple[str, ...] = ()
-    gate: GateFlags | None = None
+    correct: str | None = None
+    double_rho: bool = False
+    risk_gate: bool = False
     parametric: str | None = None
     oracle: bool = False
     tau_low: float = _DEFAULTS.tau_low
@@ -74,10 +83,14 @@ class MethodConfig:
             raise ValueError(f"{self.name}: fields must follow the order {SKELETON_FIELDS}")
         if self.parametric not in (None, "mpc", "mcts"):
             raise ValueError(f"{self.name}: unknown parametric planner {self.parametric!r}")
-        if (self.fields or self.gate is not None or self.parametric) and not self.uses_backbone:
+        if self.correct not in (None, *CORRECT_MODES):
+            raise ValueError(f"{self.name}: unknown correction rule {self.correct!r}")
+        if self.correct is None and (self.double_rho or self.risk_gate):
+            raise ValueError(f"{self.name}: double_rho and risk_gate need a gate (correct=...)")
+        if (self.fields or self.gated or self.parametric) and not self.uses_backbone:
             raise ValueError(f"{self.name}: a skeleton, gate or parametric planner needs the "
                              "backbone")
-        if self.gate is not None and self.fields != SKELETON_FIELDS:
+        if self.gated and self.fields != SKELETON_FIELDS:
             raise ValueError(f"{self.name}: gated methods show every skeleton field")
 
     # -- derived flags -------------------------------------------------------------------------
@@ -107,7 +120,7 @@ class MethodConfig:
     @property
     def gated(self) -> bool:
         """GILP or one of its ablations (Phases 3-4 exist)."""
-        return self.gate is not None
+        return self.correct is not None
 
     @property
     def variant(self) -> str | None:
@@ -124,9 +137,10 @@ def _hybrid(name: str, *fields: str) -> MethodConfig:
     return MethodConfig(name, uses_backbone=True, llm=True, fields=tuple(fields))
 
 
-def _gilp(name: str) -> MethodConfig:
+def _gilp(name: str, correct: str = "band", double_rho: bool = True,
+          risk_gate: bool = True) -> MethodConfig:
     return MethodConfig(name, uses_backbone=True, llm=True, fields=SKELETON_FIELDS,
-                        gate=ABLATIONS[name])
+                        correct=correct, double_rho=double_rho, risk_gate=risk_gate)
 
 
 _METHODS = (
@@ -139,10 +153,10 @@ _METHODS = (
     _hybrid("Hybrid-ValueOnly", "value"),
     _hybrid("Hybrid-Full", *SKELETON_FIELDS),
     _gilp("GILP"),
-    _gilp("GILP-NoCorrGate"),
-    _gilp("GILP-NoRiskGate"),
-    _gilp("GILP-tau0"),
-    _gilp("GILP-tau1"),
+    _gilp("GILP-NoCorrGate", correct="never", double_rho=False),
+    _gilp("GILP-NoRiskGate", risk_gate=False),
+    _gilp("GILP-tau0", correct="always"),
+    _gilp("GILP-tau1", correct="never"),
 )
 ORACLE = MethodConfig("Oracle", uses_backbone=False, llm=False, oracle=True)
 
@@ -234,9 +248,6 @@ def with_tau_low(method: MethodConfig, tau_low: float, name: str | None = None) 
 # Traced method flags: one compiled simulator for every LLM method
 # ---------------------------------------------------------------------------------------------
 
-CORRECT_MODES = ("band", "always", "never")
-
-
 @chex.dataclass(frozen=True)
 class MethodFlags:
     """A method's behaviour as array leaves, so the simulator can take it as a traced argument:
@@ -247,7 +258,7 @@ class MethodFlags:
       backbone, skeleton, validity, delta, risk, value: bool, as the `MethodConfig` properties.
       gated: bool, Phases 3-4 exist.
       correct_mode: int32 index into `CORRECT_MODES` (band / always / never).
-      double_rho, risk_gate: bool gate flags (`GateFlags`).
+      double_rho, risk_gate: bool, as the `MethodConfig` fields.
       tau_low, tau_high, rho_th: float32 thresholds.
       max_corrections: int32 correction calls per step.
     """
@@ -273,15 +284,13 @@ def method_flags(method: MethodConfig) -> MethodFlags:
     have none: they run their own compiled paths)."""
     if not method.llm:
         raise ValueError(f"{method.name} is not an LLM method; it has no simulator flags")
-    gate = method.gate
     return MethodFlags(
         backbone=np.bool_(method.uses_backbone), skeleton=np.bool_(method.skeleton),
         validity=np.bool_(method.has_validity), delta=np.bool_(method.has_delta),
         risk=np.bool_(method.has_risk), value=np.bool_(method.has_value),
         gated=np.bool_(method.gated),
-        correct_mode=np.int32(CORRECT_MODES.index(gate.correct) if gate else 2),
-        double_rho=np.bool_(gate.double_rho if gate else False),
-        risk_gate=np.bool_(gate.risk_gate if gate else False),
+        correct_mode=np.int32(CORRECT_MODES.index(method.correct or "never")),
+        double_rho=np.bool_(method.double_rho), risk_gate=np.bool_(method.risk_gate),
         tau_low=np.float32(method.tau_low), tau_high=np.float32(method.tau_high),
         rho_th=np.float32(method.rho_th), max_corrections=np.int32(method.max_corrections))
 

@@ -15,18 +15,18 @@ Writes DIR/backbones.json, DIR/table_4.md|csv and DIR/f4_backbones.png.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
 from pathlib import Path
 
 from bsjax.core import files
-from bsjax.gilp import config
+from bsjax.gilp import config, profiles
 from bsjax.gilp.behaviour.params import load_params
 from bsjax.gilp.evaluation import paper
 from bsjax.gilp.report import figures as gilp_figures
 from bsjax.gilp.report import tables as gilp_tables
-from bsjax.gilp.training import workdir
 
 
 def main(argv=None) -> int:
@@ -35,13 +35,13 @@ def main(argv=None) -> int:
     parser.add_argument("--params", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--seeds", type=int, default=2)
-    parser.add_argument("--backbones", default=",".join(paper.ALL_BACKBONES))
+    parser.add_argument("--backbones", default=",".join(profiles.ALL_BACKBONES))
     parser.add_argument("--profile", default="paper")
     parser.add_argument("--render-only", action="store_true",
                         help="tabulate the finished runs under OUT/backbones/, run nothing")
     args = parser.parse_args(argv)
     work, out = Path(args.work), Path(args.out)
-    profile = workdir.get_profile(args.profile)
+    profile = profiles.get_profile(args.profile)
     names = [n for n in args.backbones.split(",") if n]
     if args.render_only:
         names = [n for n in names if (out / "backbones" / n / "summary.json").exists()]
@@ -51,7 +51,8 @@ def main(argv=None) -> int:
             return 2
     benches = list(config.BENCHMARKS)
     params = {b: load_params(args.params, b) for b in benches}
-    plan = paper.PaperPlan(profile.name, tuple(names), tuple(names), None, (), 0, 0)
+    plan = dataclasses.replace(profile, backbones=tuple(names), table4_backbones=tuple(names),
+                               calibrate=None, tau_lows=(), sweep_tasks=0, sweep_seeds=0)
     log = lambda line: print(f"[{time.perf_counter() - start:6.0f} s] {line}",  # noqa: E731
                              file=sys.stderr, flush=True)
     start = time.perf_counter()

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from bsjax.gilp import config
+from bsjax.gilp import config, profiles
 from bsjax.gilp.behaviour.params import load_params
 from bsjax.gilp.evaluation import paper
 from bsjax.gilp.report import tables
@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     benches = list(config.BENCHMARKS)
     params = {b: load_params(args.params, b) for b in benches}
-    plan = dataclasses.replace(paper.get_plan("full"), sweep_seeds=args.seeds,
+    plan = dataclasses.replace(profiles.get_profile("full"), sweep_seeds=args.seeds,
                                sweep_tasks=args.tasks)
     start = time.perf_counter()
     log = lambda line: print(f"[{time.perf_counter() - start:6.0f} s] {line}",  # noqa: E731

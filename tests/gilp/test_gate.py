@@ -3,6 +3,7 @@ discrepancy lines and the ablation behaviours, on hand-built cases."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bsjax.gilp import config as gilp_config
+from bsjax.gilp import methods
 from bsjax.gilp.planners import gate
 from bsjax.gilp.types import ancestor_closure_np
 
@@ -255,7 +257,7 @@ def test_discrepancies_lines():
 # --- ablations ---------------------------------------------------------------------------------
 
 def _decide(name, cons, used=0):
-    issue, double = gate.gate_decision(gate.ABLATIONS[name], cons, used)
+    issue, double = gate.gate_decision(methods.get_method(name), cons, used)
     return bool(issue), bool(double)
 
 
@@ -285,27 +287,29 @@ def test_ablation_behaviours(name, cons, used, expected):
 
 
 def test_ablation_flags_and_after_correction():
-    assert not gate.ABLATIONS["GILP-NoRiskGate"].risk_gate
-    assert all(gate.ABLATIONS[m].risk_gate for m in ("GILP", "GILP-NoCorrGate", "GILP-tau0",
+    assert not methods.get_method("GILP-NoRiskGate").risk_gate
+    assert all(methods.get_method(m).risk_gate for m in ("GILP", "GILP-NoCorrGate", "GILP-tau0",
                                                       "GILP-tau1"))
     for name in ("GILP", "GILP-NoRiskGate", "GILP-tau0"):
-        flags = gate.ABLATIONS[name]
+        flags = methods.get_method(name)
         assert bool(gate.after_correction(flags, 0.69)) and bool(gate.after_correction(flags, 0.0))
         assert not bool(gate.after_correction(flags, 0.70))
-    assert not bool(gate.after_correction(gate.ABLATIONS["GILP-NoCorrGate"], 0.0))
-    with pytest.raises(ValueError):
-        gate.GateFlags("x", correct="sometimes")
-    hash(gate.ABLATIONS["GILP"])  # frozen and hashable: usable as a static jit argument
+    assert not bool(gate.after_correction(methods.get_method("GILP-NoCorrGate"), 0.0))
+    with pytest.raises(ValueError, match="correction rule"):
+        dataclasses.replace(methods.get_method("GILP"), correct="sometimes")
+    with pytest.raises(ValueError, match="need a gate"):
+        dataclasses.replace(methods.get_method("Hybrid-Full"), risk_gate=True)
+    hash(methods.get_method("GILP"))  # frozen and hashable: usable as a static jit argument
 
 
 def test_gate_decision_vmaps_and_sweeps_tau_low():
     cons = jnp.array([0.1, 0.3, 0.35, 0.8])
-    issue, double = jax.vmap(lambda c: gate.gate_decision(gate.ABLATIONS["GILP"], c, 0,
+    issue, double = jax.vmap(lambda c: gate.gate_decision(methods.get_method("GILP"), c, 0,
                                                           tau_low=0.40))(cons)
     np.testing.assert_array_equal(np.asarray(issue), [True, True, True, False])
     np.testing.assert_array_equal(np.asarray(double), [False, False, False, False])
     config = gilp_config.GilpConfig()
-    issue, double = gate.gate_decision(gate.ABLATIONS["GILP"], 0.25, 0, config.max_corrections,
+    issue, double = gate.gate_decision(methods.get_method("GILP"), 0.25, 0, config.max_corrections,
                                        config.tau_low, config.tau_high)
     assert bool(issue) and not bool(double)
 
@@ -358,7 +362,7 @@ def _reply(draw, slots):
 
 @st.composite
 def _gate_cases(draw):
-    method = draw(st.sampled_from(sorted(gate.ABLATIONS)))
+    method = draw(st.sampled_from(sorted(m for m in methods.METHOD_NAMES if methods.get_method(m).gated)))
     amask = np.array(draw(st.lists(st.booleans(), min_size=_A, max_size=_A)))
     amask[0] = True
     slots = [int(a) for a in np.flatnonzero(amask)]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bsjax import cli
+from bsjax.gilp import profiles
 from bsjax.gilp.cli import main as gilp_cli
 from bsjax.gilp.evaluation import paper
 
@@ -57,7 +58,7 @@ def test_run_then_report_rebuilds_the_same_tables(work, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--profile", "huge"], "unknown paper profile"),
+    (["--profile", "huge"], "unknown profile"),
     (["--bench", "chess"], "unknown benchmark"),
     (["--params", "/nonexistent/params.json"], "bad simulator parameter file"),
 ])
@@ -165,4 +166,4 @@ def test_the_shipped_gilp_configs_parse():
         flags = dict(config=str(path), profile=None, bench=None, work=None, out=None,
                      params=None, run_seed=None)
         settings = gilp_cli.paper_settings(Namespace(**flags))
-        assert settings["profile"] in paper.PLANS, path
+        assert profiles.get_profile(settings["profile"]).name in profiles.PROFILES, path

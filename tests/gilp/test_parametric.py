@@ -347,7 +347,7 @@ def oracle_runs(tg_tasks):
     sizes = (config.N_MAX, sizes[1])  # the stand-in needs full-size graphs for the env functions
     chex.clear_trace_counter()
     episode_fn = parametric_episodes.make_episode_fn(parametric.MPC, TG, config.GilpConfig(),
-                                                     parametric.ParametricConfig(), sizes)
+                                                     config.ParametricConfig(), sizes)
     counted = eqx.filter_jit(chex.assert_max_traces(episode_fn, n=1))
     run = dict(model=model, tasks=tg_tasks, seeds=[0, 1], root_key=ROOT, episode_chunk=3)
     with jax.debug_key_reuse(True):
@@ -400,7 +400,7 @@ def test_mpc_root_valid_only_flag(tg_tasks):
     g = graph_from_np({name: tg_tasks[name][2] for name in imagination.GRAPH_FIELDS})
     kinds = []
     for flag in (False, True):
-        params = parametric.ParametricConfig(mpc_root_valid_only=flag)
+        params = config.ParametricConfig(mpc_root_valid_only=flag)
         plan = eqx.filter_jit(lambda m, g: parametric.mpc_plan(m, TG, g, params=params, sizes=(12, 32)))
         out = plan(SkipLoverModel(), g)
         kinds.append(int(TG.candidates(g)[0][out.slot][0]))
@@ -412,7 +412,7 @@ def test_mcts_depth_is_capped_by_the_remaining_budget(tg_tasks):
     and 24 simulations the root children are exhausted, so only the cap stops the descent."""
     model = ConstantModel()
     g = graph_from_np({name: tg_tasks[name][0] for name in imagination.GRAPH_FIELDS})
-    params = parametric.ParametricConfig(mcts_simulations=24)
+    params = config.ParametricConfig(mcts_simulations=24)
     search = eqx.filter_jit(
         jax.vmap(
             lambda m, k, d: parametric.mcts_search(m, TG, k, g, d, params=params, sizes=(12, 8))[1],
@@ -513,9 +513,9 @@ def _smoke(tasks, method, params):
 
 
 def test_untrained_mpnn_mpc_smoke(tg_tasks):
-    _smoke(tg_tasks, "mpc", parametric.ParametricConfig())
+    _smoke(tg_tasks, "mpc", config.ParametricConfig())
 
 
 @pytest.mark.slow
 def test_untrained_mpnn_mcts_smoke(tg_tasks):
-    _smoke(tg_tasks, "mcts", parametric.ParametricConfig())
+    _smoke(tg_tasks, "mcts", config.ParametricConfig())

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bsjax import cli
-from bsjax.gilp import config
+from bsjax.gilp import config, profiles
 from bsjax.gilp.data import dataset, dataset_format, generate
 from bsjax.gilp.envs import common, registry
 from bsjax.gilp.training import workdir
@@ -108,7 +108,7 @@ def test_train_command_trains_saves_and_reuses_a_backbone(tmp_path, capsys):
     assert cli.main(argv) == 0
     row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["backbones"]["toolchain/MLP"]
     assert 0.0 <= row["trans_acc"] <= 1.0 and row["params"] == 78_728
-    profile = workdir.get_profile("smoke")
+    profile = profiles.get_profile("smoke")
     model = workdir.load_backbone(tmp_path, "toolchain", "MLP", profile)
     assert model is not None
     summary = json.loads(workdir.checkpoint_path(tmp_path, "toolchain", "MLP", 0, profile)

@@ -266,9 +266,9 @@ def test_method_registry():
     assert methods.get_method("NoBackbone") is AGENT
     assert methods.get_method("Oracle").kind == "oracle"
     full = methods.get_method("Hybrid-Full")
-    assert full.fields == methods.SKELETON_FIELDS and full.gate is None and full.variant == "full"
+    assert full.fields == methods.SKELETON_FIELDS and not full.gated and full.variant == "full"
     assert methods.get_method("Hybrid-DeltaOnly").fields == ("delta",)
-    assert GILP.gate.correct == "band" and methods.get_method("GILP-tau0").gate.correct == "always"
+    assert GILP.correct == "band" and methods.get_method("GILP-tau0").correct == "always"
     assert methods.get_method("Parametric-WM-MCTS").parametric == "mcts"
     assert len({hash(m) for m in methods.METHODS.values()}) == 13
     with pytest.raises(ValueError):

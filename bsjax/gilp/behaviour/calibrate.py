@@ -24,7 +24,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from bsjax.gilp import config, metrics
+from bsjax.gilp import config, metrics, profiles
 from bsjax.gilp.behaviour import residuals, token_model
 from bsjax.gilp.behaviour import targets as gilp_targets
 from bsjax.gilp.behaviour.params import LOCAL_PARAMS_FILE, PARAMS_FILE, SimParams
@@ -317,7 +317,7 @@ def calibrate(work: str | Path, out: str | Path, benches: Sequence[str],
         raise ValueError(f"stages must be a subset of 1,2 (got {list(stages)})")
     start = time.perf_counter()
     if models is None:
-        prof = workdir.get_profile(profile)
+        prof = profiles.get_profile(profile)
         models = {b: workdir.load_backbone(Path(work), b, backbone, prof) for b in benches}
     tasks = _val_tasks(work, benches, budget.tasks)
     ood = _val_tasks(work, benches, budget.ood_tasks, "test_ood") if budget.ood_tasks else {}

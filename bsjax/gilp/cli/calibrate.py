@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bsjax.core import checks
 from bsjax.core.errors import UsageError
+from bsjax.gilp import profiles
 
 DEFAULT_WORK = Path("results/gilp")
 MAX_EVALS = 100_000  # --evals: the paper budget runs 456 a stage
@@ -80,7 +81,7 @@ def cmd_calibrate(args) -> int:
         params_file = out / cal.LOCAL_PARAMS_FILE
     else:
         try:
-            profile = workdir.get_profile(args.profile)
+            profile = profiles.get_profile(args.profile)
         except ValueError as err:
             raise UsageError(str(err)) from None
         try:  # load every checkpoint before anything is written

@@ -14,6 +14,7 @@ from bsjax.core import checks
 from bsjax.core.errors import UsageError
 from bsjax.core.progress import GameProgress
 from bsjax.gilp import config as gilp_config
+from bsjax.gilp import profiles
 from bsjax.gilp.cli.args import (
     load_sim_params,
     parse_backbones,
@@ -82,9 +83,8 @@ def cmd_generate(args) -> int:
 
 
 def _profile(name: str):
-    from bsjax.gilp.training import workdir
     try:
-        return workdir.get_profile(name)
+        return profiles.get_profile(name)
     except ValueError as err:
         raise UsageError(str(err)) from None
 
@@ -279,7 +279,7 @@ def cmd_paper(args) -> int:
     from bsjax.gilp.evaluation import paper
     args = argparse.Namespace(**{**vars(args), **paper_settings(args)})
     try:
-        plan = paper.get_plan(args.profile)
+        plan = profiles.get_profile(args.profile)
     except ValueError as err:
         raise UsageError(str(err)) from None
     benches = parse_benchmarks(args.bench)

@@ -14,6 +14,7 @@ import time
 from bsjax.core import checks
 from bsjax.core.errors import UsageError
 from bsjax.core.progress import GameProgress
+from bsjax.gilp import profiles
 
 DEFAULT_METHODS = "Agent-Replan,GILP"
 LLM_KINDS = ("local", "ollama", "none")
@@ -58,7 +59,7 @@ def cmd_real(args) -> int:
         raise UsageError("--backbone takes one backbone")
     _check_real_flags(args)
     try:
-        profile = workdir.get_profile(args.profile)
+        profile = profiles.get_profile(args.profile)
     except ValueError as err:
         raise UsageError(str(err)) from None
     work = checks.input_dir(args.work, "--work")

@@ -24,7 +24,7 @@ from pathlib import Path
 import jax
 
 from bsjax.core import files
-from bsjax.gilp import events, metrics
+from bsjax.gilp import events, metrics, profiles
 from bsjax.gilp.behaviour.params import params_digest, params_for
 from bsjax.gilp.envs import registry
 from bsjax.gilp.methods import get_method
@@ -46,7 +46,7 @@ def config_changes(run_json: Path, config: dict) -> list[str]:
     return sorted(k for k in config if previous.get(k) != config[k])
 
 
-def eval_tasks(work: Path, bench: str, split: str, profile: workdir.Profile):
+def eval_tasks(work: Path, bench: str, split: str, profile: profiles.Profile):
     n_id, n_ood = profile.test_tasks
     return workdir.tasks(work, bench, split, n_id if split == "test_id" else n_ood)
 
@@ -98,7 +98,7 @@ def run(
     work: Path,
     methods: Sequence[str],
     benches: Sequence[str],
-    profile: workdir.Profile,
+    profile: profiles.Profile,
     backbone: str = "MPNN",
     seeds: int | None = None,
     run_seed: int = 0,

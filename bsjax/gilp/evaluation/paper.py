@@ -4,7 +4,7 @@ generate → train backbones → (calibrate) → evaluate every method on the te
 backbone comparison (Table 4) → the τ_low sweep on val (Table 5b) → tables and figures.
 
 Every stage writes files and skips work already on disk, so an interrupted run resumes: tasks,
-labelled data and checkpoints live in the work directory (`pipeline`), evaluation units in the
+labelled data and checkpoints live in the work directory (`training.workdir`), evaluation units in the
 run's `main/` and `backbones/NAME/` directories (`harness.gilp`), the sweep in `tau_sweep.json`.
 
 Layout of `OUT`:
@@ -33,66 +33,18 @@ from bsjax.core import files
 from bsjax.gilp import config, metrics
 from bsjax.gilp.behaviour.params import params_for
 from bsjax.gilp.methods import METHOD_NAMES, get_method, with_tau_low
-from bsjax.gilp.planners.parametric import ParametricConfig
+from bsjax.gilp.profiles import ALL_BACKBONES, Profile
 from bsjax.gilp.training import workdir
 
 Log = Callable[[str], None]
 MAIN_BACKBONE = "MPNN"
-ALL_BACKBONES = ("MLP", "GCN", "MPNN", "GPS", "ActionNode", "ErrorAware")
 
 
-@dataclasses.dataclass(frozen=True)
-class PaperPlan:
-    """What `bsjax gilp paper` runs for a profile.
-
-    Attributes:
-      profile: the pipeline profile (tasks, epochs, seeds; `workdir.PROFILES`).
-      backbones: architectures trained and measured (Table 4's backbone metrics).
-      table4_backbones: architectures whose planners (standalone MPC, Hybrid-Full) are evaluated.
-      calibrate: calibration budget preset (`behaviour.calibrate.BUDGETS`), or None to use the
-        simulator's initial parameters.
-      tau_lows: the τ_low values of the Table 5b sweep.
-      sweep_tasks, sweep_seeds: val tasks per benchmark and seeds of the sweep.
-      planner: the parametric planners' settings (None: the spec's `ParametricConfig`).
-    """
-
-    profile: str
-    backbones: tuple[str, ...]
-    table4_backbones: tuple[str, ...]
-    calibrate: str | None
-    tau_lows: tuple[float, ...]
-    sweep_tasks: int
-    sweep_seeds: int
-    planner: ParametricConfig | None = None
-
-
-# Cheaper parametric planners for the reduced profiles (MPC: 4 rollouts of 2 steps; MCTS: 8
-# simulations); their cost is what dominates a CPU evaluation.
-SMALL_PLANNER = ParametricConfig(mpc_candidates=4, mpc_horizon=2, mcts_simulations=8,
-                                 mcts_max_depth=4)
-PLANS = {
-    # Two backbones, no calibration, a reduced evaluation: under 15 minutes on 2 CPU cores.
-    "quick": PaperPlan("quick", ("MLP", "MPNN"), ("MPNN",), None, (0.20, 0.30, 0.40), 10, 2,
-                       SMALL_PLANNER),
-    "smoke": PaperPlan("smoke", ("MLP", "MPNN"), ("MPNN",), None, (0.30,), 4, 1, SMALL_PLANNER),
-    # The paper's protocol: all six backbones, calibration on val, 8 seeds (hours on a CPU).
-    "full": PaperPlan("paper", ALL_BACKBONES, ALL_BACKBONES, "paper",
-                      (0.15, 0.20, 0.25, 0.30, 0.35, 0.40, 0.50), 100, 8),
-}
-
-
-def get_plan(name: str) -> PaperPlan:
-    if name not in PLANS:
-        raise ValueError(f"unknown paper profile {name!r} (choose from {', '.join(PLANS)})")
-    return PLANS[name]
-
-
-def train_all(work: Path, benches: Sequence[str], plan: PaperPlan, log: Log) -> dict:
+def train_all(work: Path, benches: Sequence[str], profile: Profile, log: Log) -> dict:
     """Train (or load) every planned backbone on every benchmark; `{bench: {name: summary}}`."""
-    profile = workdir.get_profile(plan.profile)
     trained: dict[str, dict] = {}
     for bench in benches:
-        for name in plan.backbones:
+        for name in profile.backbones:
             log(f"train {bench} / {name} ({profile.name})")
             trained.setdefault(bench, {})[name] = workdir.train(work, bench, name, profile)
     return trained
@@ -157,7 +109,7 @@ def backbone_table(trained: dict, planner_runs: dict) -> dict:
     return table
 
 
-def tau_sweep(out: Path, work: Path, benches: Sequence[str], plan: PaperPlan, params,
+def tau_sweep(out: Path, work: Path, benches: Sequence[str], profile: Profile, params,
               run_seed: int, log: Log) -> dict:
     """GILP on val for each τ_low (Table 5b); all points share one compiled simulator."""
     from bsjax.gilp.behaviour import run as sim_run
@@ -165,17 +117,16 @@ def tau_sweep(out: Path, work: Path, benches: Sequence[str], plan: PaperPlan, pa
     path = out / "tau_sweep.json"
     if path.exists():
         return {float(k): v for k, v in json.loads(path.read_text()).items()}
-    profile = workdir.get_profile(plan.profile)
-    points = [with_tau_low(get_method("GILP"), tau) for tau in plan.tau_lows]
-    rows: dict[float, list] = {tau: [] for tau in plan.tau_lows}
+    points = [with_tau_low(get_method("GILP"), tau) for tau in profile.tau_lows]
+    rows: dict[float, list] = {tau: [] for tau in profile.tau_lows}
     for bench in benches:
         log(f"tau_low sweep on {bench} val ({len(points)} values)")
         model = workdir.load_backbone(work, bench, MAIN_BACKBONE, profile)
-        tasks = workdir.tasks(work, bench, "val", plan.sweep_tasks)
+        tasks = workdir.tasks(work, bench, "val", profile.sweep_tasks)
         runs = sim_run.run_simulated_many(points, registry.get(bench), model, tasks,
-                                          range(plan.sweep_seeds), jax.random.key(run_seed),
+                                          range(profile.sweep_seeds), jax.random.key(run_seed),
                                           params_for(params, bench))
-        for tau, run in zip(plan.tau_lows, runs):
+        for tau, run in zip(profile.tau_lows, runs):
             rows[tau].extend(sim_run.records_to_events(run, "id"))
     sweep = {tau: metrics.summarise_method(r, tau_low=tau) for tau, r in rows.items()}
     files.write_json_atomic(path, {str(k): v for k, v in sweep.items()})
@@ -200,7 +151,7 @@ def result_json(summary: dict, backbones: dict, seconds: float, extra: dict) -> 
             "seconds": round(seconds, 1), **extra}
 
 
-def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = config.BENCHMARKS,
+def run_paper(out: Path, work: Path, profile: Profile, benches: Sequence[str] = config.BENCHMARKS,
               run_seed: int = 0, params_file: str | Path | None = None, resume: bool = False,
               log: Log = lambda line: None) -> dict:
     """Run the pipeline; returns the result document (also `OUT/result.json`)."""
@@ -211,7 +162,7 @@ def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = c
     say = log
     log = lambda line: say(f"[{time.perf_counter() - start:6.0f} s] {line}")  # noqa: E731
     out, work = Path(out), Path(work)
-    plan_doc = {"plan": dataclasses.asdict(plan), "benches": list(benches), "run_seed": run_seed,
+    plan_doc = {"plan": dataclasses.asdict(profile), "benches": list(benches), "run_seed": run_seed,
                 "params_file": None if params_file is None else str(params_file),
                 "work": str(work)}
     plan_doc = json.loads(json.dumps(plan_doc))  # tuples -> lists, as read back from disk
@@ -222,14 +173,13 @@ def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = c
         if json.loads(plan_path.read_text()) != plan_doc:
             raise ValueError(f"{out} holds a run with another plan; use a new --out")
     files.write_json_atomic(plan_path, plan_doc)
-    profile = workdir.get_profile(plan.profile)
     stages: dict[str, float] = {}
 
     def stage(name: str, tick: float) -> None:
         stages[name] = round(time.perf_counter() - tick, 1)
 
     tick = time.perf_counter()
-    trained = train_all(work, benches, plan, log)
+    trained = train_all(work, benches, profile, log)
     stage("train", tick)
 
     tick = time.perf_counter()
@@ -237,12 +187,12 @@ def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = c
     if params_file is not None:
         from bsjax.gilp.behaviour.params import load_params
         params = {bench: load_params(params_file, bench) for bench in benches}
-    elif plan.calibrate is not None:
+    elif profile.calibrate is not None:
         from bsjax.gilp.behaviour import calibrate as cal
         from bsjax.gilp.behaviour.params import PARAMS_FILE, load_params
         cal_dir = out / "calibration"
         if not (cal_dir / PARAMS_FILE).exists():
-            cal.calibrate(work, cal_dir, benches, cal.get_budget(plan.calibrate), MAIN_BACKBONE,
+            cal.calibrate(work, cal_dir, benches, cal.get_budget(profile.calibrate), MAIN_BACKBONE,
                           profile.name, log=log)
         params = {bench: load_params(cal_dir / PARAMS_FILE, bench) for bench in benches}
     stage("calibrate", tick)
@@ -251,19 +201,19 @@ def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = c
     methods = [*METHOD_NAMES, "Oracle"]
     summary = harness.run(out / "main", work, methods, benches, profile, MAIN_BACKBONE,
                           run_seed=run_seed, params=params, resume=True, progress=log,
-                          planner=plan.planner)
+                          planner=profile.planner)
     stage("evaluate", tick)
 
     tick = time.perf_counter()
     planner_runs = {MAIN_BACKBONE: summary, **table4_runs(
-        out, work, [n for n in plan.table4_backbones if n != MAIN_BACKBONE], benches, profile,
-        params, run_seed=run_seed, planner=plan.planner, log=log)}
+        out, work, [n for n in profile.table4_backbones if n != MAIN_BACKBONE], benches, profile,
+        params, run_seed=run_seed, planner=profile.planner, log=log)}
     backbones = backbone_table(trained, planner_runs)
     files.write_json_atomic(out / "backbones.json", backbones)
     stage("table4", tick)
 
     tick = time.perf_counter()
-    sweep = tau_sweep(out, work, benches, plan, params, run_seed, log)
+    sweep = tau_sweep(out, work, benches, profile, params, run_seed, log)
     stage("tau_sweep", tick)
 
     tick = time.perf_counter()
@@ -272,12 +222,12 @@ def run_paper(out: Path, work: Path, plan: PaperPlan, benches: Sequence[str] = c
     figures = gilp_figures.write_figures(out / "main", out, backbones=backbones)
     stage("report", tick)
     result = result_json(summary, backbones, time.perf_counter() - start,
-                         {"out": str(out), "profile": plan.profile, "benches": list(benches),
+                         {"out": str(out), "profile": profile.name, "benches": list(benches),
                           "stages": stages, "calibrated": params is not None,
                           "figures": [p.name for p in figures]})
     files.write_json_atomic(out / "result.json", result)
     return result
 
 
-__all__ = ["PLANS", "PaperPlan", "backbone_table", "get_plan", "result_json", "run_paper",
+__all__ = ["backbone_table", "result_json", "run_paper",
            "tau_sweep", "train_all"]

@@ -10,7 +10,6 @@ Ties in every ranking go to the lower canonical candidate index.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import types
 from typing import NamedTuple
@@ -181,38 +180,6 @@ def discrepancies(imagined_status, backbone_status, s_mask, s_hat_mask) -> list[
             if imagined[v] != backbone[v]]
 
 
-@dataclasses.dataclass(frozen=True)
-class GateFlags:
-    """Behaviour of the Phase-3 and Phase-4 gates for GILP and its ablations (§4.7, §1.3 #7).
-
-    Attributes:
-      name: method name.
-      correct: when a correction call is issued: `band` (cons < τ_low), `always` (every step,
-        GILP-tau0) or `never`.
-      double_rho: accepting a draft with cons < τ_high without correcting it doubles ρ̂; and after
-        a correction, cons_after < τ_high doubles it.
-      risk_gate: Phase 4 runs.
-    """
-
-    name: str = "GILP"
-    correct: str = "band"
-    double_rho: bool = True
-    risk_gate: bool = True
-
-    def __post_init__(self):
-        if self.correct not in ("band", "always", "never"):
-            raise ValueError(f"unknown correction rule {self.correct!r}")
-
-
-ABLATIONS = {
-    "GILP": GateFlags("GILP", "band", True, True),
-    "GILP-NoCorrGate": GateFlags("GILP-NoCorrGate", "never", False, True),
-    "GILP-NoRiskGate": GateFlags("GILP-NoRiskGate", "band", True, False),
-    "GILP-tau0": GateFlags("GILP-tau0", "always", True, True),
-    "GILP-tau1": GateFlags("GILP-tau1", "never", True, True),
-}
-
-
 class Consistency(NamedTuple):
     """Phase 3's decision on a draft (`[]` bools)."""
 
@@ -282,19 +249,19 @@ def risk_gate(flags, consistency: Consistency, cons_after, rho_hat, values, risk
     return RiskCheck(double, rho, high, subset, high & jnp.any(subset))
 
 
-def gate_decision(flags: GateFlags, cons, corrections_used, max_corrections: int = 1,
+def gate_decision(method, cons, corrections_used, max_corrections: int = 1,
                   tau_low: float = 0.30, tau_high: float = 0.70) -> tuple[jax.Array, jax.Array]:
-    """`consistency_gate` of a `GateFlags` and explicit thresholds (for tables and sweeps):
-    `(issue_correction, double_rho)`."""
+    """`consistency_gate` of a gated method's rule (`methods.MethodConfig`: `correct`,
+    `double_rho`) and explicit thresholds (for tables and sweeps): `(issue_correction, double_rho)`."""
     traced = types.SimpleNamespace(
-        correct_mode=("band", "always", "never").index(flags.correct),
-        double_rho=flags.double_rho, max_corrections=max_corrections, tau_low=tau_low,
+        correct_mode=("band", "always", "never").index(method.correct),
+        double_rho=method.double_rho, max_corrections=max_corrections, tau_low=tau_low,
         tau_high=tau_high)
     return tuple(consistency_gate(traced, cons, corrections_used))
 
 
 def after_correction(flags, cons_after, tau_high: float = 0.70) -> jax.Array:
     """After a correction call: double ρ̂ iff cons_after < τ_high (§4.6 step 3; off for NoCorrGate).
-    `flags` may be a `GateFlags` or anything with a (traced) `double_rho`."""
+    `flags` may be a `methods.MethodConfig` or anything with a (traced) `double_rho`."""
     cons_after = jnp.asarray(cons_after, jnp.float32)
     return jnp.asarray(flags.double_rho, bool) & (cons_after < tau_high - _EPS)

@@ -40,7 +40,6 @@ node is expanded, for its prior and value), so a simulation costs `|A|` evaluati
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -50,6 +49,7 @@ import mctx
 
 from bsjax.gilp import config
 from bsjax.gilp.backbones.layers import BackboneOut
+from bsjax.gilp.config import ParametricConfig
 from bsjax.gilp.envs import common
 from bsjax.gilp.envs.common import Bench
 from bsjax.gilp.planners.imagination import (
@@ -74,38 +74,6 @@ _ALIASES = {"mpc": MPC, "mcts": MCTS, MPC.lower(): MPC, MCTS.lower(): MCTS}
 MASKED_LOGIT = -1e9
 # Reward of an invalid (no-op) step, spec §2.6.
 INVALID_REWARD = -0.05
-
-
-@dataclasses.dataclass(frozen=True)
-class ParametricConfig:
-    """Static settings of the parametric planners (spec §4.3, §4.4; bsjax choices).
-
-    Attributes:
-      mpc_candidates: M, root candidates rolled out by MPC (top Ĵ_K).
-      mpc_horizon: K, imagined steps per MPC rollout.
-      mpc_root_valid_only: restrict MPC's root candidates to those predicted valid
-        (`p_valid ≥ 0.5`; all real ones if none is), as the greedy continuation and the MCTS
-        priors are. On by default (bsjax choice; spec §4.3 ranks all candidates): with an
-        imperfect backbone a predicted-invalid root action scores as "wait one step", and
-        replanning from the unchanged state repeats it until the budget runs out (TaskGraph,
-        a 10-epoch MPNN: SR 0.10 with the literal rule, 0.70 with this one).
-      mcts_simulations: simulations per MCTS search.
-      mcts_max_depth: depth cap; the effective cap is `min(mcts_max_depth, B − t)`.
-      mcts_pb_c_init: PUCT constant c_1.
-      mcts_prior_temperature: priors are `Ĵ_K / temperature`.
-      mcts_dirichlet_fraction: root exploration noise (0 = none).
-      episode_chunk: episodes per jitted call of the runner (memory bound).
-    """
-
-    mpc_candidates: int = 8
-    mpc_horizon: int = 3
-    mpc_root_valid_only: bool = True
-    mcts_simulations: int = 32
-    mcts_max_depth: int = 6
-    mcts_pb_c_init: float = 1.25
-    mcts_prior_temperature: float = 0.1
-    mcts_dirichlet_fraction: float = 0.0
-    episode_chunk: int = 256
 
 
 class PlanOut(NamedTuple):
@@ -282,6 +250,6 @@ def make_planner(method: str, bench: Bench, cfg: config.GilpConfig = config.Gilp
                                                           cfg, params, sizes)
 
 
-__all__ = ["INVALID_REWARD", "MASKED_LOGIT", "MCTS", "METHODS", "MPC", "ParametricConfig",
+__all__ = ["INVALID_REWARD", "MASKED_LOGIT", "MCTS", "METHODS", "MPC",
            "PlanOut", "canonical_method", "make_planner", "mcts_plan", "mcts_prior_and_value",
            "mcts_search", "mpc_plan"]

@@ -111,7 +111,7 @@ def make_episode_fn(
     method: str,
     bench: Bench,
     cfg: config.GilpConfig = config.GilpConfig(),
-    params: parametric.ParametricConfig = parametric.ParametricConfig(),
+    params: config.ParametricConfig = config.ParametricConfig(),
     sizes: imagination.Sizes = None,
 ):
     """The pure (unjitted) chunk function
@@ -189,7 +189,7 @@ def _jitted_episode_fn(
     method: str,
     bench: Bench,
     cfg: config.GilpConfig,
-    params: parametric.ParametricConfig,
+    params: config.ParametricConfig,
     sizes: imagination.Sizes,
 ):
     return eqx.filter_jit(make_episode_fn(method, bench, cfg, params, sizes))
@@ -204,7 +204,7 @@ def run_parametric(
     root_key: jax.Array,
     cfg: config.GilpConfig = config.GilpConfig(),
     *,
-    params: parametric.ParametricConfig = parametric.ParametricConfig(),
+    params: config.ParametricConfig = config.ParametricConfig(),
     episode_chunk: int | None = None,
     task_ids: Sequence[int] | None = None,
     compact: bool = True,

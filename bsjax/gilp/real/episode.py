@@ -11,8 +11,9 @@ observed next graph); ONE `jax.device_get` brings those summaries to the host. N
 
 Methods are configs (`bsjax.gilp.methods`): Agent-Replan (no backbone, agent-only prompt),
 Hybrid-* (skeleton fields, no gates; the draft's consistency is logged passively) and GILP with
-its ablations (`MethodConfig.gate`). Parse failures (and fallbacks) execute as no-op invalid
-actions; GILP first spends its single correction on a re-prompt (§4.6 step 2).
+its ablations (`MethodConfig.correct`, `double_rho`, `risk_gate`). Parse failures (and
+fallbacks) execute as no-op invalid actions; GILP first spends its single correction on a
+re-prompt (§4.6 step 2).
 
 Event rows (`bsjax.gilp.events`) carry tokens and calls, the gate fields, draft and committed
 atoms with hallucination flags from `common.support` on the true graph, `halluc_calls`,

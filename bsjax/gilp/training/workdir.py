@@ -14,7 +14,6 @@ only whole files and a rerun picks up where it stopped.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from pathlib import Path
@@ -23,42 +22,7 @@ import numpy as np
 
 from bsjax.core import files
 from bsjax.gilp.data import dataset_format
-
-
-@dataclasses.dataclass(frozen=True)
-class Profile:
-    """How much data and training a run uses.
-
-    Attributes:
-      name: profile name.
-      train_tasks, val_tasks: tasks of the train / val splits used for backbone data.
-      test_tasks: (ID, OOD) test tasks used for held-out backbone metrics and evaluation.
-      epochs: training epochs.
-      seeds: episode seeds per task in evaluations.
-    """
-
-    name: str
-    train_tasks: int
-    val_tasks: int
-    test_tasks: tuple[int, int]
-    epochs: int
-    seeds: int
-
-
-PROFILES = {
-    "smoke": Profile("smoke", 20, 10, (6, 4), 2, 2),
-    # Sized so that `bsjax gilp paper --profile quick` fits in 15 minutes on 2 CPU cores.
-    "quick": Profile("quick", 60, 20, (12, 8), 4, 2),
-    "paper": Profile("paper", 500, 100, (60, 40), 50, 8),
-}
-
-
-def get_profile(name: str) -> Profile:
-    """A profile by name ("full" is the paper profile's other name)."""
-    name = "paper" if name == "full" else name
-    if name not in PROFILES:
-        raise ValueError(f"unknown profile {name!r} (choose from {', '.join(PROFILES)})")
-    return PROFILES[name]
+from bsjax.gilp.profiles import Profile
 
 
 def tasks(work: Path, bench: str, split: str, count: int) -> dict[str, np.ndarray]:
@@ -172,5 +136,5 @@ def load_backbone(work: Path, bench: str, backbone: str, profile: Profile, seed:
     return model
 
 
-__all__ = ["PROFILES", "Profile", "get_profile", "tasks", "labelled", "build_data", "train",
+__all__ = ["tasks", "labelled", "build_data", "train",
            "load_backbone", "checkpoint_path", "test_transitions"]
