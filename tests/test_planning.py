@@ -628,7 +628,7 @@ def test_wma_score_questions_formulas(coarse_phase):
 
 
 def test_adjusted_values_are_the_weighted_sum_term_by_term():
-    """The weights scale the features as one `[3, K]` product (`sim.adjusted_values`): bit for
+    """The weights scale the features as one `[K, 3]` product (`sim.adjusted_values`): bit for
     bit the term-by-term sum it replaced, jitted over a batch as a turn runs it."""
     def term_by_term(raw, p_yes, mass, relevance, w):
         return raw + w[0] * sim.split(p_yes) + w[1] * mass + w[2] * relevance

@@ -264,12 +264,12 @@ def adjusted_values(raw: jnp.ndarray, p_yes: jnp.ndarray, mass: jnp.ndarray,
     """adj = raw + w_split split + w_mass regionMass + w_cluster clusterRelevance, `[K]` each;
     `weights` `[3]` (w_split, w_mass, w_cluster), an array or a sequence.
 
-    The weights scale the three features as one `[3, K]` product, not one by one: a scalar
+    The weights scale the three features as one `[K, 3]` product, not one by one: a scalar
     sliced from a game's weights was a GPU kernel of its own at large batches (MRA: 6 a turn
     at 65,536 games). The same products and sums in the same order, so the same values."""
-    terms = (jnp.asarray(weights).astype(raw.dtype)[:, None]
-             * jnp.stack([split(p_yes), mass, relevance]))                          # [3, K]
-    return raw + terms[0] + terms[1] + terms[2]
+    terms = (jnp.stack([split(p_yes), mass, relevance], axis=-1)
+             * jnp.asarray(weights).astype(raw.dtype))                              # [K, 3]
+    return raw + terms[:, 0] + terms[:, 1] + terms[:, 2]
 
 
 def template_bits() -> jnp.ndarray:
