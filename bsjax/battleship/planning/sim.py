@@ -260,7 +260,8 @@ def cluster_relevance(hit_cells: jnp.ndarray, labels: jnp.ndarray | None = None,
 
 
 def adjusted_values(raw: jnp.ndarray, p_yes: jnp.ndarray, mass: jnp.ndarray,
-                    relevance: jnp.ndarray, weights) -> jnp.ndarray:
+                    relevance: jnp.ndarray,
+                    weights: jnp.ndarray | tuple[float, float, float]) -> jnp.ndarray:
     """adj = raw + w_split split + w_mass regionMass + w_cluster clusterRelevance, `[K]` each;
     `weights` `[3]` (w_split, w_mass, w_cluster), an array or a sequence.
 
