@@ -142,7 +142,7 @@ def test_a_turn_loop_compiles_for_an_h100_without_a_gpu():
 # kernel and the turn body's fusions keep them here; a change that splits them fails this.
 # No turn has a loop whose trip count depends on the data (the hit-cluster labelling is
 # unrolled to its bound on an accelerator): each would be a host round trip per round.
-LAUNCH_BUDGETS = {"greedy": 30, "wma": 60, "bayes": 60, "mra": 60}
+LAUNCH_BUDGETS = {"greedy": 30, "wma": 60, "bayes": 60, "mra": 60, "wma-reflective": 60}
 
 
 @needs_plugin

@@ -627,6 +627,22 @@ def test_wma_score_questions_formulas(coarse_phase):
     np.testing.assert_allclose(got, ref, atol=1e-5)
 
 
+def test_adjusted_values_are_the_weighted_sum_term_by_term():
+    """The weights scale the features as one `[K, 3]` product (`sim.adjusted_values`): bit for
+    bit the term-by-term sum it replaced, jitted over a batch as a turn runs it."""
+    def term_by_term(raw, p_yes, mass, relevance, w):
+        return raw + w[0] * sim.split(p_yes) + w[1] * mass + w[2] * relevance
+
+    rng = np.random.default_rng(5)
+    raw, p_yes, mass, relevance = (jnp.asarray(rng.random((54, 83), np.float32) * scale)
+                                   for scale in (3.0, 1.0, 1.0, 1.0))
+    weights = jnp.asarray(rng.normal(size=(54, 3)).astype(np.float32))
+    args = (raw, p_yes, mass, relevance, weights)
+    got = np.asarray(jax.jit(jax.vmap(sim.adjusted_values))(*args))
+    want = np.asarray(jax.jit(jax.vmap(term_by_term))(*args))
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 def test_late_fixture_is_what_it_claims():
     hits, misses = set(LATE_HITS), set(LATE_MISSES)
     twos = {54, 55, 62, 63}

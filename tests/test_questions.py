@@ -264,12 +264,14 @@ def test_hit_clusters_matches_bfs(rows, cols, data):
     assert labels.tolist() == bfs_labels(hit, rows, cols)
 
 
-@pytest.mark.parametrize("rows, cols", SHAPES)
+# 7 x 11: three words, and rows of 11 cells that straddle the words' boundaries.
+@pytest.mark.parametrize("rows, cols", [*SHAPES, (7, 11)])
 @SETTINGS
 @given(data=st.data())
 def test_hit_clusters_with_a_hit_bound_are_the_same_labels(rows, cols, data):
-    """Unrolled to `max_hits - 1` rounds (no loop), the labels are those of the loop whenever
-    the hits are within the bound, the fleet's cells."""
+    """Unrolled to `max_hits - 1` rounds (no loop: a flood fill on bitboards), the labels are
+    those of the loop (min-label propagation) whenever the hits are within the bound, the
+    fleet's cells."""
     n = rows * cols
     max_hits = data.draw(st.integers(1, n))
     cells = data.draw(st.lists(st.integers(0, n - 1), max_size=max_hits, unique=True))
@@ -278,6 +280,8 @@ def test_hit_clusters_with_a_hit_bound_are_the_same_labels(rows, cols, data):
     # Eagerly: a jit per drawn bound would compile up to C unrolled programs.
     bounded = q.hit_clusters(jnp.asarray(hit), rows, cols, max_hits, unroll=True)
     assert np.asarray(bounded).tolist() == bfs_labels(hit.tolist(), rows, cols)
+    loop = q.hit_clusters(jnp.asarray(hit), rows, cols, max_hits, unroll=False)
+    assert np.asarray(bounded).tolist() == np.asarray(loop).tolist()
     # By platform (this CPU: the loop), the same.
     assert np.asarray(q.hit_clusters(jnp.asarray(hit), rows, cols, max_hits)).tolist() == (
         bfs_labels(hit.tolist(), rows, cols))

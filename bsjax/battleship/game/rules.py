@@ -30,7 +30,10 @@ def empty_observations(config: GameConfig, ship_lengths: jnp.ndarray) -> Observa
 
 def unknown_cells(config: GameConfig, obs: Observations) -> jnp.ndarray:
     """`[C]` bool cells not yet shot."""
-    return ~bitboard.unpack(obs.hit_bits | obs.miss_bits, config.n_cells)
+    # Each bitboard unpacked apart: a GPU compiler fused their OR into none of its readers at
+    # large batches (a kernel of its own).
+    return ~bitboard.unpack(obs.hit_bits, config.n_cells) & ~bitboard.unpack(obs.miss_bits,
+                                                                             config.n_cells)
 
 
 def shoot(config: GameConfig, state: GameState, cell: jnp.ndarray) -> tuple[GameState, jnp.ndarray]:

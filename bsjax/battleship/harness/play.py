@@ -88,8 +88,13 @@ def play_turns(player, keys: jax.Array, params, states: GameState, carries, buff
     def going(states, turn, requests):
         # Decided at the end of the body, not in the loop's condition: it fuses with the
         # body's last kernels, and the condition launches none (a GPU's launches per turn).
-        stop = jnp.any(requests) if stop_on_request else jnp.bool_(False)
-        return (turn < max_turns) & ~jnp.all(states.done) & ~stop
+        if not stop_on_request:
+            return (turn < max_turns) & ~jnp.all(states.done)
+        # Both tests as one reduction (each was a kernel, two at large batches, where a GPU
+        # reduces a long vector in two passes): 2 where a game asks for the host, else 1 where
+        # it still plays. Going on is "some game plays and none asks".
+        state = jnp.max(jnp.where(requests, 2, (~states.done).astype(jnp.int32)))
+        return (turn < max_turns) & (state == 1)
 
     def body(carry):
         states, carries, words, turn, _, _ = carry

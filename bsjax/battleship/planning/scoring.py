@@ -198,8 +198,7 @@ def paper(q: QuestionFeatures, params) -> jax.Array:
     """The paper's adjusted value (§7.4): raw + w_split split + w_mass regionMass + w_cluster
     clusterRelevance, with the coarse weights in the coarse phase, the salvage weights after."""
     weights = jnp.where(q.coarse, params["coarse"], params["salvage"])            # [3]
-    return sim.adjusted_values(q.raw, q.p_yes, q.region_mass, q.cluster_relevance,
-                               (weights[0], weights[1], weights[2]))
+    return sim.adjusted_values(q.raw, q.p_yes, q.region_mass, q.cluster_relevance, weights)
 
 
 @scoring_rule()
