@@ -32,10 +32,12 @@ contradictions are ≈ 3e-12; a noiseless model's r = 1e-10 underflows at 4 cont
 a truthful spotter never produces).
 
 Samples. `weighted_particles` draws P placements from the exact posterior (equal weights 1/P)
-for the planners that score questions on particles (bayes, WMA, MRA): a row a ∝ R_a, then a
-column b ∝ w(a, b) by inverse CDF over that row's tiles. The draw is a pure function of the
-state (its key is drawn at the update), so an agent that only reads `hit_probability` (greedy)
-never pays for it.
+for the planners that score questions on particles (bayes, WMA, MRA). The update keeps the mass
+of every (row, column tile) pair in blocks of columns (`[N_A, N_B / sample_block]`,
+160 KB a game for the paper fleet), so a draw is a row a ∝ R_a, one of its blocks by mass, and
+a column b of that block ∝ w(a, b), by inverse CDF over one recomputed `[sample_block]` row. The draw is a pure function of the
+state (its key is the update's), so an agent that only reads `hit_probability` (greedy) never
+pays for it.
 """
 
 from __future__ import annotations
@@ -105,14 +107,16 @@ class ExactState:
     """One game's exact belief.
 
     Attributes:
-      row_mass: `[N_A]` float32 unnormalised posterior mass of each group-A placement.
+      tile_mass: `[N_A, N_B / sample_block]` float32 unnormalised posterior mass of each group-A
+        placement (rows in the valid-first order of `_group`) with each block of group-B
+        placements (in theirs): what the samples draw from.
       marginal: `[C]` float32 the posterior probability that each cell holds a ship.
       obs: the `Observations` the masses condition on (the samples recompute a row from them).
       key: the samples' key (drawn at the update).
       answers: the `AnswerModel` of the weights.
     """
 
-    row_mass: chex.Array
+    tile_mass: chex.Array
     marginal: chex.Array
     obs: Observations
     key: chex.Array
@@ -124,12 +128,14 @@ class _Group(NamedTuple):
 
     Attributes: order `[N]` int32 table row of each position; bits `[N, W]` uint32 and pattern
     `[N]` uint32 (the regions asked that the board meets, bit j for question j) in that order;
-    count `[]` int32 the valid rows (positions below it)."""
+    count `[]` int32 the valid rows (positions below it); reach `[N / tile, W]` uint32 the hit
+    cells the valid rows of each tile of positions cover, together."""
 
     order: chex.Array
     bits: chex.Array
     pattern: chex.Array
     count: chex.Array
+    reach: chex.Array
 
 
 class _Evidence(NamedTuple):
@@ -151,15 +157,16 @@ class ExactSampler(Sampler):
       n_particles: P, the posterior samples `weighted_particles` draws.
       row_tile, col_tile: the tile of the weight matrix scored at once, per game (memory per
         game ≈ 4 · row_tile · col_tile bytes per temporary).
-      sample_tile: columns per step of the samples' inverse-CDF search (memory ≈ 4 · P ·
-        sample_tile bytes per game).
+      sample_block: group-B placements per block of the samples' table (a multiple of
+        col_tile): a draw scores one block of one row (memory ≈ 4 · P · sample_block bytes per
+        game), the update keeps `[N_A, N_B / sample_block]` masses.
     """
 
     config: GameConfig
     n_particles: int = 500
-    row_tile: int = 32
-    col_tile: int = 1024
-    sample_tile: int = 256
+    row_tile: int = 128
+    col_tile: int = 512
+    sample_block: int = 1024
 
     name = "exact"
 
@@ -167,6 +174,9 @@ class ExactSampler(Sampler):
         why = unsupported(self.config)
         if why is not None:
             raise ValueError(why)
+        if self.sample_block % self.col_tile:
+            raise ValueError(f"sample_block ({self.sample_block}) must be a multiple of "
+                             f"col_tile ({self.col_tile})")
 
     # ----- public interface -----
 
@@ -208,7 +218,7 @@ class ExactSampler(Sampler):
     def _tables(self) -> tuple[GroupTable, GroupTable]:
         ships_a, ships_b = self._ships
         return (group_table(self.config, ships_a, self.row_tile),
-                group_table(self.config, ships_b, np.lcm(self.col_tile, self.sample_tile)))
+                group_table(self.config, ships_b, self.sample_block))
 
     def _evidence(self, obs: Observations, answers: AnswerModel) -> _Evidence:
         n_q = obs.question_bits.shape[0]
@@ -229,8 +239,10 @@ class ExactSampler(Sampler):
         return jnp.sum(jnp.where(meets, jnp.uint32(1) << jnp.arange(n_q, dtype=jnp.uint32),
                                  jnp.uint32(0)), axis=1)
 
-    def _group(self, table: GroupTable, ships: tuple[int, ...], obs: Observations) -> _Group:
-        """The group's rows that fit the single-ship evidence, sorted first (stable)."""
+    def _group(self, table: GroupTable, ships: tuple[int, ...], obs: Observations,
+               tile: int) -> _Group:
+        """The group's rows that fit the single-ship evidence, sorted first (stable), then by the
+        hit cells they cover, so that a tile's rows cover much the same hits."""
         bits = jnp.asarray(table.bits)
         ok = jnp.asarray(table.real) & ~bitboard.intersects(bits, obs.miss_bits[None])
         if self.config.reveal_colour or self.config.sunk_feedback:
@@ -239,10 +251,17 @@ class ExactSampler(Sampler):
                 colour = obs.colour_bits[k]
                 ok = ok & bitboard.contains(ship_bits, colour[None])
                 ok = ok & (~obs.sunk[k] | ~bitboard.any_set(ship_bits ^ colour[None]))
-        order = jnp.argsort(~ok, stable=True).astype(jnp.int32)
+        covered = bits & obs.hit_bits[None]                                        # [N, W]
+        keys = [covered[:, w] for w in range(covered.shape[1])] + [~ok]
+        order = jnp.lexsort(keys).astype(jnp.int32)
         sorted_bits = bits[order]
+        # What the rows of each tile cover at most (the tile pairs that cannot cover every hit
+        # are skipped).
+        tiles = (covered[order] & jnp.where(ok[order], ~jnp.uint32(0), 0)[:, None]).reshape(
+            -1, tile, covered.shape[1])
+        reach = lax.reduce(tiles, jnp.uint32(0), lax.bitwise_or, (1,))
         return _Group(order, sorted_bits, self._pattern(sorted_bits, obs),
-                      jnp.sum(ok, dtype=jnp.int32))
+                      jnp.sum(ok, dtype=jnp.int32), reach)
 
     @staticmethod
     def _weights(a_bits, a_pattern, b_bits, b_pattern, evidence: _Evidence) -> chex.Array:
@@ -256,39 +275,51 @@ class ExactSampler(Sampler):
         return jnp.where(overlap | uncovered, 0.0, ratio)
 
     def _masses(self, obs: Observations, answers: AnswerModel):
-        """(`[N_A]` row masses, `[N_B]` column masses, the sorted groups, the evidence)."""
+        """(`[N_A, N_B / sample_block]` the masses of each sorted row with each sorted column tile,
+        `[N_A]` row masses and `[N_B]` column masses in table order)."""
         table_a, table_b = self._tables()
         ships_a, ships_b = self._ships
-        a = self._group(table_a, ships_a, obs)
-        b = self._group(table_b, ships_b, obs)
-        evidence = self._evidence(obs, answers)
         ta, tb = self.row_tile, self.col_tile
-        n_ta = (a.count + ta - 1) // ta
-        n_tb = jnp.maximum((b.count + tb - 1) // tb, 1)
-        steps = jnp.where(b.count > 0, n_ta * n_tb, 0)
+        a = self._group(table_a, ships_a, obs, ta)
+        b = self._group(table_b, ships_b, obs, tb)
+        evidence = self._evidence(obs, answers)
+        # The tile pairs worth scoring: inside the valid rows and columns, and able to cover
+        # every hit between them; listed first, in row-major order.
+        live_a = jnp.arange(a.reach.shape[0]) * ta < a.count
+        live_b = jnp.arange(b.reach.shape[0]) * tb < b.count
+        covers = ~bitboard.any_set(evidence.hit[None, None, :]
+                                   & ~(a.reach[:, None, :] | b.reach[None, :, :]))
+        needed = (live_a[:, None] & live_b[None, :] & covers).reshape(-1)
+        pairs = jnp.argsort(~needed, stable=True).astype(jnp.int32)
+        steps = jnp.sum(needed, dtype=jnp.int32)
+        n_tb = b.reach.shape[0]
         pos_a, pos_b = jnp.arange(ta), jnp.arange(tb)
 
         def body(carry):
             k, rows, cols = carry
-            i, j = (k // n_tb) * ta, (k % n_tb) * tb
+            i, j = (pairs[k] // n_tb) * ta, (pairs[k] % n_tb) * tb
             w = self._weights(lax.dynamic_slice_in_dim(a.bits, i, ta),
                               lax.dynamic_slice_in_dim(a.pattern, i, ta),
                               lax.dynamic_slice_in_dim(b.bits, j, tb),
                               lax.dynamic_slice_in_dim(b.pattern, j, tb), evidence)
             w = jnp.where(((i + pos_a) < a.count)[:, None] & ((j + pos_b) < b.count)[None, :],
                           w, 0.0)
-            rows = lax.dynamic_update_slice_in_dim(
-                rows, lax.dynamic_slice_in_dim(rows, i, ta) + jnp.sum(w, axis=1), i, 0)
+            column = j // self.sample_block
+            rows = lax.dynamic_update_slice(
+                rows, lax.dynamic_slice(rows, (i, column), (ta, 1)) + jnp.sum(w, axis=1)[:, None],
+                (i, column))
             cols = lax.dynamic_update_slice_in_dim(
                 cols, lax.dynamic_slice_in_dim(cols, j, tb) + jnp.sum(w, axis=0), j, 0)
             return k + 1, rows, cols
 
-        init = (jnp.int32(0), jnp.zeros(a.order.shape[0], jnp.float32),
+        n_blocks = b.order.shape[0] // self.sample_block
+        init = (jnp.int32(0), jnp.zeros((a.order.shape[0], n_blocks), jnp.float32),
                 jnp.zeros(b.order.shape[0], jnp.float32))
-        _, rows, cols = lax.while_loop(lambda c: c[0] < steps, body, init)
-        row_mass = jnp.zeros_like(rows).at[a.order].set(rows)
+        _, tile_mass, cols = lax.while_loop(lambda c: c[0] < steps, body, init)
+        row_mass = jnp.zeros(a.order.shape[0], jnp.float32).at[a.order].set(
+            jnp.sum(tile_mass, axis=1))
         col_mass = jnp.zeros_like(cols).at[b.order].set(cols)
-        return row_mass, col_mass, a, b, evidence
+        return tile_mass, row_mass, col_mass
 
     def _span_marginal(self, table: GroupTable, mass: chex.Array) -> chex.Array:
         """`[C]` Σ_rows mass · occupancy of the group's boards (through its ships' spans)."""
@@ -301,58 +332,47 @@ class ExactSampler(Sampler):
 
     def _posterior(self, key: jax.Array, obs: Observations, answers: AnswerModel) -> ExactState:
         table_a, table_b = self._tables()
-        row_mass, col_mass, _, _, _ = self._masses(obs, answers)
+        tile_mass, row_mass, col_mass = self._masses(obs, answers)
         total = jnp.sum(row_mass)
         marginal = (self._span_marginal(table_a, row_mass)
                     + self._span_marginal(table_b, col_mass))
         marginal = jnp.where(total > 0, marginal / jnp.where(total > 0, total, 1.0), 0.0)
         chex.assert_shape(marginal, (self.config.n_cells,))
-        return ExactState(row_mass=row_mass, marginal=jnp.clip(marginal, 0.0, 1.0), obs=obs,
+        return ExactState(tile_mass=tile_mass, marginal=jnp.clip(marginal, 0.0, 1.0), obs=obs,
                           key=key, answers=answers)
 
     def _samples(self, state: ExactState) -> chex.Array:
-        """`[P, S]` int32 placements drawn from the posterior of `state` (module docstring)."""
+        """`[P, S]` int32 placements drawn from the posterior of `state`: a group-A row and one
+        of its column tiles by their masses, then a column of that tile by inverse CDF."""
         table_a, table_b = self._tables()
         ships_a, ships_b = self._ships
-        obs = state.obs
-        b = self._group(table_b, ships_b, obs)
+        obs, tile = state.obs, self.sample_block
+        a = self._group(table_a, ships_a, obs, self.row_tile)
+        b = self._group(table_b, ships_b, obs, self.col_tile)
         evidence = self._evidence(obs, state.answers)
-        k_row, k_col = jax.random.split(state.key)
-        cumulative = jnp.cumsum(state.row_mass)
+        k_row, k_tile, k_col = jax.random.split(state.key, 3)
+        mass = state.tile_mass                                                    # [N_A, T]
+        cumulative = jnp.cumsum(jnp.sum(mass, axis=1))
         u = jax.random.uniform(k_row, (self.n_particles,)) * cumulative[-1]
-        rows = jnp.clip(jnp.searchsorted(cumulative, u, side="right"), 0,
-                        cumulative.shape[0] - 1)                                  # [P]
-        a_bits = jnp.asarray(table_a.bits)[rows]
-        a_pattern = self._pattern(a_bits, obs)
-        target = jax.random.uniform(k_col, (self.n_particles,)) * state.row_mass[rows]
-        tile = self.sample_tile
-        n_tiles = (b.count + tile - 1) // tile
-        positions = jnp.arange(tile)
-
-        def body(carry):
-            j, target, choice, found, last = carry
-            start = j * tile
-            order = lax.dynamic_slice_in_dim(b.order, start, tile)
-            w = self._weights(a_bits, a_pattern, lax.dynamic_slice_in_dim(b.bits, start, tile),
-                              lax.dynamic_slice_in_dim(b.pattern, start, tile), evidence)
-            w = jnp.where((start + positions < b.count)[None, :], w, 0.0)      # [P, tile]
-            cumulative = jnp.cumsum(w, axis=1)
-            here = ~found & (target < cumulative[:, -1])
-            index = jnp.minimum(jnp.sum(cumulative <= target[:, None], axis=1), tile - 1)
-            positive = w > 0
-            last_index = tile - 1 - jnp.argmax(positive[:, ::-1], axis=1)
-            last = jnp.where(jnp.any(positive, axis=1), order[last_index], last)
-            return (j + 1, target - cumulative[:, -1], jnp.where(here, order[index], choice),
-                    found | here, last)
-
-        zeros = jnp.zeros(self.n_particles, jnp.int32)
-        init = (jnp.int32(0), target, zeros, jnp.zeros(self.n_particles, bool), zeros)
-        _, _, choice, found, last = lax.while_loop(lambda c: c[0] < n_tiles, body, init)
-        # Rounding can leave the target just past the row's recomputed total: its last
-        # positive column then (a bias of order 1e-7 of that column's mass).
-        cols = jnp.where(found, choice, last)
-        spans = jnp.concatenate([jnp.asarray(table_a.spans)[rows],
-                                 jnp.asarray(table_b.spans)[cols]], axis=1)
+        row = jnp.clip(jnp.searchsorted(cumulative, u, side="right"), 0, mass.shape[0] - 1)
+        tiles = jnp.cumsum(mass[row], axis=1)                                     # [P, T]
+        u = jax.random.uniform(k_tile, (self.n_particles,)) * tiles[:, -1]
+        column_tile = jnp.minimum(jnp.sum(tiles <= u[:, None], axis=1), mass.shape[1] - 1)
+        positions = column_tile[:, None] * tile + jnp.arange(tile)[None, :]       # [P, tile]
+        a_bits, a_pattern = a.bits[row], a.pattern[row]
+        w = jax.vmap(lambda ab, ap, pos: self._weights(
+            ab[None], ap[None], b.bits[pos], b.pattern[pos], evidence)[0])(
+                a_bits, a_pattern, positions)
+        w = jnp.where(positions < b.count, w, 0.0)                                # [P, tile]
+        cumulative = jnp.cumsum(w, axis=1)
+        target = jax.random.uniform(k_col, (self.n_particles,)) * cumulative[:, -1]
+        index = jnp.minimum(jnp.sum(cumulative <= target[:, None], axis=1), tile - 1)
+        # Rounding can put the target at the tile's total: its last positive column then.
+        last = tile - 1 - jnp.argmax(w[:, ::-1] > 0, axis=1)
+        index = jnp.where(w[jnp.arange(self.n_particles), index] > 0, index, last)
+        column = b.order[jnp.take_along_axis(positions, index[:, None], axis=1)[:, 0]]
+        spans = jnp.concatenate([jnp.asarray(table_a.spans)[a.order[row]],
+                                 jnp.asarray(table_b.spans)[column]], axis=1)
         chex.assert_shape(spans, (self.n_particles, self.config.n_ships))
         return spans
 
