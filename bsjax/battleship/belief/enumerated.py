@@ -35,9 +35,9 @@ Samples. `weighted_particles` draws P placements from the exact posterior (equal
 for the planners that score questions on particles (bayes, WMA, MRA). The update keeps the mass
 of every (row, column tile) pair in blocks of columns (`[N_A, N_B / sample_block]`,
 160 KB a game for the paper fleet), so a draw is a row a ∝ R_a, one of its blocks by mass, and
-a column b of that block ∝ w(a, b), by inverse CDF over one recomputed `[sample_block]` row. The draw is a pure function of the
-state (its key is the update's), so an agent that only reads `hit_probability` (greedy) never
-pays for it.
+a column b of that block ∝ w(a, b), by inverse CDF over one recomputed `[sample_block]` row.
+The draw is a pure function of the state (its key is the update's), so an agent that only reads
+`hit_probability` (greedy) never pays for it.
 """
 
 from __future__ import annotations
@@ -112,7 +112,8 @@ class ExactState:
         placements (in theirs): what the samples draw from.
       marginal: `[C]` float32 the posterior probability that each cell holds a ship.
       obs: the `Observations` the masses condition on (the samples recompute a row from them).
-      key: the samples' key (drawn at the update).
+      key: `[2]` uint32 the samples' key as raw words (the update's key): the samples are a
+        pure function of the state, the same on every call, not a second use of a key.
       answers: the `AnswerModel` of the weights.
     """
 
@@ -146,6 +147,13 @@ class _Evidence(NamedTuple):
     answers: chex.Array
     asked: chex.Array
     ratio: chex.Array
+
+
+def _key_words(key: jax.Array) -> chex.Array:
+    """The raw uint32 words of a typed key (a raw key as it is)."""
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return jax.random.key_data(key)
+    return key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -339,7 +347,7 @@ class ExactSampler(Sampler):
         marginal = jnp.where(total > 0, marginal / jnp.where(total > 0, total, 1.0), 0.0)
         chex.assert_shape(marginal, (self.config.n_cells,))
         return ExactState(tile_mass=tile_mass, marginal=jnp.clip(marginal, 0.0, 1.0), obs=obs,
-                          key=key, answers=answers)
+                          key=_key_words(key), answers=answers)
 
     def _samples(self, state: ExactState) -> chex.Array:
         """`[P, S]` int32 placements drawn from the posterior of `state`: a group-A row and one
@@ -350,7 +358,7 @@ class ExactSampler(Sampler):
         a = self._group(table_a, ships_a, obs, self.row_tile)
         b = self._group(table_b, ships_b, obs, self.col_tile)
         evidence = self._evidence(obs, state.answers)
-        k_row, k_tile, k_col = jax.random.split(state.key, 3)
+        k_row, k_tile, k_col = jax.random.split(jax.random.wrap_key_data(state.key), 3)
         mass = state.tile_mass                                                    # [N_A, T]
         cumulative = jnp.cumsum(jnp.sum(mass, axis=1))
         u = jax.random.uniform(k_row, (self.n_particles,)) * cumulative[-1]
