@@ -260,6 +260,8 @@ class ExactSampler(Sampler):
                 ok = ok & bitboard.contains(ship_bits, colour[None])
                 ok = ok & (~obs.sunk[k] | ~bitboard.any_set(ship_bits ^ colour[None]))
         covered = bits & obs.hit_bits[None]                                        # [N, W]
+        # A barrier: at a game's start the evidence is a constant, and XLA would fold the sort.
+        ok, covered = lax.optimization_barrier((ok, covered))
         keys = [covered[:, w] for w in range(covered.shape[1])] + [~ok]
         order = jnp.lexsort(keys).astype(jnp.int32)
         sorted_bits = bits[order]

@@ -13,14 +13,15 @@ LAST=${2:-9}
 play() {  # name, then the play options
   local name=$1; shift
   if [ -f "$OUT/$name/summary.json" ]; then return; fi
+  rm -rf "${OUT:?}/$name"             # an interrupted chunk is played again
   $BSJAX play --protocol paper --batch-size 54 --out "$OUT/$name" "$@"
   rm -f "$OUT/$name/events.jsonl"   # regenerated exactly by the same command
 }
 play greedy-particles --agent greedy --sampler particles --seeds 30
 play bayes-particles --agent bayes --sampler particles --seeds 30
 for c in $(seq "$FIRST" "$LAST"); do
-  play "greedy-exact/s$c" --agent greedy --sampler exact --seeds 3 --first-seed $((3 * c))
+  play "bayes-exact/s$c" --agent bayes --sampler exact --seeds 3 --first-seed $((3 * c))
 done
 for c in $(seq "$FIRST" "$LAST"); do
-  play "bayes-exact/s$c" --agent bayes --sampler exact --seeds 3 --first-seed $((3 * c))
+  play "greedy-exact/s$c" --agent greedy --sampler exact --seeds 3 --first-seed $((3 * c))
 done
