@@ -32,7 +32,7 @@ SITUATIONS = {
 
 def _small(config, particles=64):
     """Tiles of a few rows, so that every tiny board spans several tiles and blocks."""
-    return ExactSampler(config, n_particles=particles, row_tile=4, col_tile=4, sample_block=8)
+    return ExactSampler(config, n_particles=particles, row_tile=4, col_tile=4)
 
 
 def _jax(obs):

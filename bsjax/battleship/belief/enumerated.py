@@ -32,12 +32,11 @@ contradictions are ≈ 3e-12; a noiseless model's r = 1e-10 underflows at 4 cont
 a truthful spotter never produces).
 
 Samples. `weighted_particles` draws P placements from the exact posterior (equal weights 1/P)
-for the planners that score questions on particles (bayes, WMA, MRA). The update keeps the mass
-of every (row, column tile) pair in blocks of columns (`[N_A, N_B / sample_block]`,
-160 KB a game for the paper fleet), so a draw is a row a ∝ R_a, one of its blocks by mass, and
-a column b of that block ∝ w(a, b), by inverse CDF over one recomputed `[sample_block]` row.
-The draw is a pure function of the state (its key is the update's), so an agent that only reads
-`hit_probability` (greedy) never pays for it.
+for the planners that score questions on particles (bayes, WMA, MRA): a row a ∝ R_a, then the
+column tile of that row by its mass (one pass over the valid columns, `[P, col_tile]` at a
+time), then a column b of that tile ∝ w(a, b), each by an inverse CDF of short cumulative sums
+(`_pick`). The draw is a pure function of the state (its key is the update's), so an agent
+that only reads `hit_probability` (greedy) never pays for it.
 """
 
 from __future__ import annotations
@@ -107,9 +106,7 @@ class ExactState:
     """One game's exact belief.
 
     Attributes:
-      tile_mass: `[N_A, N_B / sample_block]` float32 unnormalised posterior mass of each group-A
-        placement (rows in the valid-first order of `_group`) with each block of group-B
-        placements (in theirs): what the samples draw from.
+      row_mass: `[N_A]` float32 unnormalised posterior mass of each group-A placement.
       marginal: `[C]` float32 the posterior probability that each cell holds a ship.
       obs: the `Observations` the masses condition on (the samples recompute a row from them).
       key: `[2]` uint32 the samples' key as raw words (the update's key): the samples are a
@@ -117,7 +114,7 @@ class ExactState:
       answers: the `AnswerModel` of the weights.
     """
 
-    tile_mass: chex.Array
+    row_mass: chex.Array
     marginal: chex.Array
     obs: Observations
     key: chex.Array
@@ -165,16 +162,12 @@ class ExactSampler(Sampler):
       n_particles: P, the posterior samples `weighted_particles` draws.
       row_tile, col_tile: the tile of the weight matrix scored at once, per game (memory per
         game ≈ 4 · row_tile · col_tile bytes per temporary).
-      sample_block: group-B placements per block of the samples' table (a multiple of
-        col_tile): a draw scores one block of one row (memory ≈ 4 · P · sample_block bytes per
-        game), the update keeps `[N_A, N_B / sample_block]` masses.
     """
 
     config: GameConfig
     n_particles: int = 500
     row_tile: int = 128
-    col_tile: int = 512
-    sample_block: int = 1024
+    col_tile: int = 1024
 
     name = "exact"
 
@@ -182,9 +175,6 @@ class ExactSampler(Sampler):
         why = unsupported(self.config)
         if why is not None:
             raise ValueError(why)
-        if self.sample_block % self.col_tile:
-            raise ValueError(f"sample_block ({self.sample_block}) must be a multiple of "
-                             f"col_tile ({self.col_tile})")
 
     # ----- public interface -----
 
@@ -226,7 +216,7 @@ class ExactSampler(Sampler):
     def _tables(self) -> tuple[GroupTable, GroupTable]:
         ships_a, ships_b = self._ships
         return (group_table(self.config, ships_a, self.row_tile),
-                group_table(self.config, ships_b, self.sample_block))
+                group_table(self.config, ships_b, self.col_tile))
 
     def _evidence(self, obs: Observations, answers: AnswerModel) -> _Evidence:
         n_q = obs.question_bits.shape[0]
@@ -285,8 +275,7 @@ class ExactSampler(Sampler):
         return jnp.where(overlap | uncovered, 0.0, ratio)
 
     def _masses(self, obs: Observations, answers: AnswerModel):
-        """(`[N_A, N_B / sample_block]` the masses of each sorted row with each sorted column tile,
-        `[N_A]` row masses and `[N_B]` column masses in table order)."""
+        """(`[N_A]` row masses, `[N_B]` column masses), both in table order."""
         table_a, table_b = self._tables()
         ships_a, ships_b = self._ships
         ta, tb = self.row_tile, self.col_tile
@@ -303,7 +292,6 @@ class ExactSampler(Sampler):
         pairs = jnp.argsort(~needed, stable=True).astype(jnp.int32)
         steps = jnp.sum(needed, dtype=jnp.int32)
         n_tb = b.reach.shape[0]
-        pos_a, pos_b = jnp.arange(ta), jnp.arange(tb)
 
         def body(carry):
             k, rows, cols = carry
@@ -312,24 +300,21 @@ class ExactSampler(Sampler):
                               lax.dynamic_slice_in_dim(a.pattern, i, ta),
                               lax.dynamic_slice_in_dim(b.bits, j, tb),
                               lax.dynamic_slice_in_dim(b.pattern, j, tb), evidence)
-            w = jnp.where(((i + pos_a) < a.count)[:, None] & ((j + pos_b) < b.count)[None, :],
-                          w, 0.0)
-            column = j // self.sample_block
-            rows = lax.dynamic_update_slice(
-                rows, lax.dynamic_slice(rows, (i, column), (ta, 1)) + jnp.sum(w, axis=1)[:, None],
-                (i, column))
+            w = jnp.where(((i + jnp.arange(ta)) < a.count)[:, None]
+                          & ((j + jnp.arange(tb)) < b.count)[None, :], w, 0.0)
+            rows = lax.dynamic_update_slice_in_dim(
+                rows, lax.dynamic_slice_in_dim(rows, i, ta) + jnp.sum(w, axis=1), i, 0)
             cols = lax.dynamic_update_slice_in_dim(
                 cols, lax.dynamic_slice_in_dim(cols, j, tb) + jnp.sum(w, axis=0), j, 0)
             return k + 1, rows, cols
 
-        n_blocks = b.order.shape[0] // self.sample_block
-        init = (jnp.int32(0), jnp.zeros((a.order.shape[0], n_blocks), jnp.float32),
+        # Vmapped over games, the loop runs to the slowest game's count and selects every
+        # carry at every step: the carries are kept to two vectors.
+        init = (jnp.int32(0), jnp.zeros(a.order.shape[0], jnp.float32),
                 jnp.zeros(b.order.shape[0], jnp.float32))
-        _, tile_mass, cols = lax.while_loop(lambda c: c[0] < steps, body, init)
-        row_mass = jnp.zeros(a.order.shape[0], jnp.float32).at[a.order].set(
-            jnp.sum(tile_mass, axis=1))
-        col_mass = jnp.zeros_like(cols).at[b.order].set(cols)
-        return tile_mass, row_mass, col_mass
+        _, rows, cols = lax.while_loop(lambda c: c[0] < steps, body, init)
+        return (jnp.zeros_like(rows).at[a.order].set(rows),
+                jnp.zeros_like(cols).at[b.order].set(cols))
 
     def _span_marginal(self, table: GroupTable, mass: chex.Array) -> chex.Array:
         """`[C]` Σ_rows mass · occupancy of the group's boards (through its ships' spans)."""
@@ -342,49 +327,76 @@ class ExactSampler(Sampler):
 
     def _posterior(self, key: jax.Array, obs: Observations, answers: AnswerModel) -> ExactState:
         table_a, table_b = self._tables()
-        tile_mass, row_mass, col_mass = self._masses(obs, answers)
+        row_mass, col_mass = self._masses(obs, answers)
         total = jnp.sum(row_mass)
         marginal = (self._span_marginal(table_a, row_mass)
                     + self._span_marginal(table_b, col_mass))
         marginal = jnp.where(total > 0, marginal / jnp.where(total > 0, total, 1.0), 0.0)
         chex.assert_shape(marginal, (self.config.n_cells,))
-        return ExactState(tile_mass=tile_mass, marginal=jnp.clip(marginal, 0.0, 1.0), obs=obs,
+        return ExactState(row_mass=row_mass, marginal=jnp.clip(marginal, 0.0, 1.0), obs=obs,
                           key=_key_words(key), answers=answers)
 
     def _samples(self, state: ExactState) -> chex.Array:
-        """`[P, S]` int32 placements drawn from the posterior of `state`: a group-A row and one
-        of its column tiles by their masses, then a column of that tile by inverse CDF."""
+        """`[P, S]` int32 placements drawn from the posterior of `state`: a group-A row by its
+        mass, then one of the row's column tiles by its mass (one pass over the valid columns),
+        then a column of that tile by its weight."""
         table_a, table_b = self._tables()
-        ships_a, ships_b = self._ships
-        obs, tile = state.obs, self.sample_block
-        a = self._group(table_a, ships_a, obs, self.row_tile)
-        b = self._group(table_b, ships_b, obs, self.col_tile)
+        _, ships_b = self._ships
+        obs, tile = state.obs, self.col_tile
+        b = self._group(table_b, ships_b, obs, tile)
         evidence = self._evidence(obs, state.answers)
         k_row, k_tile, k_col = jax.random.split(jax.random.wrap_key_data(state.key), 3)
-        mass = state.tile_mass                                                    # [N_A, T]
-        cumulative = jnp.cumsum(jnp.sum(mass, axis=1))
-        u = jax.random.uniform(k_row, (self.n_particles,)) * cumulative[-1]
-        row = jnp.clip(jnp.searchsorted(cumulative, u, side="right"), 0, mass.shape[0] - 1)
-        tiles = jnp.cumsum(mass[row], axis=1)                                     # [P, T]
-        u = jax.random.uniform(k_tile, (self.n_particles,)) * tiles[:, -1]
-        column_tile = jnp.minimum(jnp.sum(tiles <= u[:, None], axis=1), mass.shape[1] - 1)
-        positions = column_tile[:, None] * tile + jnp.arange(tile)[None, :]       # [P, tile]
-        a_bits, a_pattern = a.bits[row], a.pattern[row]
-        w = jax.vmap(lambda ab, ap, pos: self._weights(
-            ab[None], ap[None], b.bits[pos], b.pattern[pos], evidence)[0])(
-                a_bits, a_pattern, positions)
-        w = jnp.where(positions < b.count, w, 0.0)                                # [P, tile]
-        cumulative = jnp.cumsum(w, axis=1)
-        target = jax.random.uniform(k_col, (self.n_particles,)) * cumulative[:, -1]
-        index = jnp.minimum(jnp.sum(cumulative <= target[:, None], axis=1), tile - 1)
-        # Rounding can put the target at the tile's total: its last positive column then.
-        last = tile - 1 - jnp.argmax(w[:, ::-1] > 0, axis=1)
-        index = jnp.where(w[jnp.arange(self.n_particles), index] > 0, index, last)
-        column = b.order[jnp.take_along_axis(positions, index[:, None], axis=1)[:, 0]]
-        spans = jnp.concatenate([jnp.asarray(table_a.spans)[a.order[row]],
-                                 jnp.asarray(table_b.spans)[column]], axis=1)
+        shape = (self.n_particles,)
+        row = jax.vmap(lambda u: _pick(state.row_mass, u))(jax.random.uniform(k_row, shape))
+        a_bits = jnp.asarray(table_a.bits)[row]
+        a_pattern = self._pattern(a_bits, obs)
+
+        def tile_weights(start):                                                  # [P, tile]
+            w = self._weights(a_bits, a_pattern, lax.dynamic_slice_in_dim(b.bits, start, tile),
+                              lax.dynamic_slice_in_dim(b.pattern, start, tile), evidence)
+            return jnp.where((start + jnp.arange(tile) < b.count)[None, :], w, 0.0)
+
+        def body(carry):
+            j, masses = carry
+            masses = lax.dynamic_update_slice_in_dim(
+                masses, jnp.sum(tile_weights(j * tile), axis=1)[:, None], j, 1)
+            return j + 1, masses
+
+        n_tiles = (b.count + tile - 1) // tile
+        masses = jnp.zeros((self.n_particles, b.reach.shape[0]), jnp.float32)
+        _, masses = lax.while_loop(lambda c: c[0] < n_tiles, body, (jnp.int32(0), masses))
+        chosen = jax.vmap(_pick)(masses, jax.random.uniform(k_tile, shape))      # [P]
+        w = jax.vmap(lambda ab, ap, t: self._weights(
+            ab[None], ap[None], lax.dynamic_slice_in_dim(b.bits, t * tile, tile),
+            lax.dynamic_slice_in_dim(b.pattern, t * tile, tile), evidence)[0])(
+                a_bits, a_pattern, chosen)
+        w = jnp.where(chosen[:, None] * tile + jnp.arange(tile)[None, :] < b.count, w, 0.0)
+        column = chosen * tile + jax.vmap(_pick)(w, jax.random.uniform(k_col, shape))
+        spans = jnp.concatenate([jnp.asarray(table_a.spans)[row],
+                                 jnp.asarray(table_b.spans)[b.order[column]]], axis=1)
         chex.assert_shape(spans, (self.n_particles, self.config.n_ships))
         return spans
+
+
+def _pick(weights: chex.Array, u: chex.Array, block: int = 32) -> chex.Array:
+    """`[]` int32 the index i of `[n]` non-negative weights with cumulative weight first past
+    `u · Σ weights` (inverse CDF; `u` `[]` uniform in [0, 1)), never a zero weight while any is
+    positive. Two levels (blocks of `block`, then one block) keep every cumulative sum short."""
+    n = weights.shape[0]
+    size = -(-n // block) * block
+    padded = jnp.pad(weights, (0, size - n)).reshape(-1, block)
+    totals = jnp.sum(padded, axis=1)
+
+    def first_past(w, target):
+        cumulative = jnp.cumsum(w)
+        i = jnp.minimum(jnp.sum(cumulative <= target), w.shape[0] - 1)
+        # Rounding can put the target at the total: the last positive weight then.
+        last = w.shape[0] - 1 - jnp.argmax(w[::-1] > 0)
+        return jnp.where(w[i] > 0, i, last), cumulative
+
+    k, cumulative = first_past(totals, u * jnp.sum(totals))
+    i, _ = first_past(padded[k], u * jnp.sum(totals) - (cumulative[k] - totals[k]))
+    return jnp.minimum(k * block + i, n - 1).astype(jnp.int32)
 
 
 __all__ = ["ExactSampler", "ExactState", "GroupTable", "group_table", "unsupported"]
