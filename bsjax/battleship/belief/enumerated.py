@@ -166,8 +166,8 @@ class ExactSampler(Sampler):
 
     config: GameConfig
     n_particles: int = 500
-    row_tile: int = 128
-    col_tile: int = 1024
+    row_tile: int = 32
+    col_tile: int = 512
 
     name = "exact"
 
@@ -291,28 +291,7 @@ class ExactSampler(Sampler):
         needed = (live_a[:, None] & live_b[None, :] & covers).reshape(-1)
         pairs = jnp.argsort(~needed, stable=True).astype(jnp.int32)
         steps = jnp.sum(needed, dtype=jnp.int32)
-        n_tb = b.reach.shape[0]
-
-        def body(carry):
-            k, rows, cols = carry
-            i, j = (pairs[k] // n_tb) * ta, (pairs[k] % n_tb) * tb
-            w = self._weights(lax.dynamic_slice_in_dim(a.bits, i, ta),
-                              lax.dynamic_slice_in_dim(a.pattern, i, ta),
-                              lax.dynamic_slice_in_dim(b.bits, j, tb),
-                              lax.dynamic_slice_in_dim(b.pattern, j, tb), evidence)
-            w = jnp.where(((i + jnp.arange(ta)) < a.count)[:, None]
-                          & ((j + jnp.arange(tb)) < b.count)[None, :], w, 0.0)
-            rows = lax.dynamic_update_slice_in_dim(
-                rows, lax.dynamic_slice_in_dim(rows, i, ta) + jnp.sum(w, axis=1), i, 0)
-            cols = lax.dynamic_update_slice_in_dim(
-                cols, lax.dynamic_slice_in_dim(cols, j, tb) + jnp.sum(w, axis=0), j, 0)
-            return k + 1, rows, cols
-
-        # Vmapped over games, the loop runs to the slowest game's count and selects every
-        # carry at every step: the carries are kept to two vectors.
-        init = (jnp.int32(0), jnp.zeros(a.order.shape[0], jnp.float32),
-                jnp.zeros(b.order.shape[0], jnp.float32))
-        _, rows, cols = lax.while_loop(lambda c: c[0] < steps, body, init)
+        rows, cols = _accumulate(_Work(a, b, evidence, pairs, steps), ta, tb, self._weights)
         return (jnp.zeros_like(rows).at[a.order].set(rows),
                 jnp.zeros_like(cols).at[b.order].set(cols))
 
@@ -376,6 +355,73 @@ class ExactSampler(Sampler):
                                  jnp.asarray(table_b.spans)[b.order[column]]], axis=1)
         chex.assert_shape(spans, (self.n_particles, self.config.n_ships))
         return spans
+
+
+class _Work(NamedTuple):
+    """One game's tile loop: the sorted groups, the evidence, `[T]` int32 the tile pairs (row
+    tile · column tiles + column tile, the needed ones first) and `[]` int32 how many are
+    needed."""
+
+    a: _Group
+    b: _Group
+    evidence: _Evidence
+    pairs: chex.Array
+    steps: chex.Array
+
+
+def _tile_step(work: _Work, k, rows, cols, ta: int, tb: int, weights):
+    """Add tile pair `k` of `work` (nothing when `k` is past its needed pairs) to `[N_A]` row
+    and `[N_B]` column masses (sorted positions)."""
+    n_tb = work.b.reach.shape[0]
+    pair = work.pairs[jnp.minimum(k, work.pairs.shape[0] - 1)]
+    i, j = (pair // n_tb) * ta, (pair % n_tb) * tb
+    a, b = work.a, work.b
+    w = weights(lax.dynamic_slice_in_dim(a.bits, i, ta), lax.dynamic_slice_in_dim(a.pattern, i, ta),
+                lax.dynamic_slice_in_dim(b.bits, j, tb), lax.dynamic_slice_in_dim(b.pattern, j, tb),
+                work.evidence)
+    w = jnp.where(((i + jnp.arange(ta)) < a.count)[:, None]
+                  & ((j + jnp.arange(tb)) < b.count)[None, :] & (k < work.steps), w, 0.0)
+    rows = lax.dynamic_update_slice_in_dim(
+        rows, lax.dynamic_slice_in_dim(rows, i, ta) + jnp.sum(w, axis=1), i, 0)
+    cols = lax.dynamic_update_slice_in_dim(
+        cols, lax.dynamic_slice_in_dim(cols, j, tb) + jnp.sum(w, axis=0), j, 0)
+    return rows, cols
+
+
+def _accumulate(work: _Work, ta: int, tb: int, weights) -> tuple[chex.Array, chex.Array]:
+    """(`[N_A]` row masses, `[N_B]` column masses) in sorted positions: `work.steps` tile pairs.
+
+    One game loops `while k < steps`. Vmapped over games, a plain while loop would run to the
+    slowest game and select every carry at every step; this one has its own batching rule
+    (`custom_vmap`): one loop to the batch's largest count, each game adding nothing past its
+    own, with no select of the carries.
+    """
+    zeros = (jnp.zeros(work.a.order.shape[-1], jnp.float32),
+             jnp.zeros(work.b.order.shape[-1], jnp.float32))
+
+    @jax.custom_batching.custom_vmap
+    def run(work):
+        def body(carry):
+            k, rows, cols = carry
+            return (k + 1, *_tile_step(work, k, rows, cols, ta, tb, weights))
+        return lax.while_loop(lambda c: c[0] < work.steps, body, (jnp.int32(0), *zeros))[1:]
+
+    @run.def_vmap
+    def _batched(axis_size, in_batched, work):
+        work = jax.tree.map(lambda x, batched: x if batched else jnp.broadcast_to(
+            x, (axis_size,) + x.shape), work, in_batched[0])
+        step = jax.vmap(lambda w, k, r, c: _tile_step(w, k, r, c, ta, tb, weights),
+                        in_axes=(0, None, 0, 0))
+
+        def body(carry):
+            k, rows, cols = carry
+            return (k + 1, *step(work, k, rows, cols))
+
+        init = (jnp.int32(0), *(jnp.broadcast_to(z, (axis_size,) + z.shape) for z in zeros))
+        out = lax.while_loop(lambda c: c[0] < jnp.max(work.steps), body, init)[1:]
+        return out, (True, True)
+
+    return run(work)
 
 
 def _pick(weights: chex.Array, u: chex.Array, block: int = 32) -> chex.Array:
