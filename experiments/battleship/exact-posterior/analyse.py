@@ -6,7 +6,9 @@ Reads `runs/{greedy,bayes}-particles/games.jsonl` and every finished chunk
 `runs/{greedy,bayes}-exact/s*/`, pairs the games by (board, seed index), and writes
 `paired.csv` (one row per agent: n, mean F1 of each belief, ΔF1 = exact − particles with its
 95% bootstrap interval, completion and McNemar's exact test) and `timing.csv` (per exact
-chunk: run seconds without compilation, per game-turn and per batch turn). Prints both.
+chunk, and the particle runs for comparison: run seconds without compilation, per game-turn
+and per batch turn of 54 games; the particle runs play 540 games in batches of 54). Prints
+both.
 """
 
 from __future__ import annotations
@@ -42,18 +44,19 @@ def main() -> None:
             continue
         particles = _games(RUNS / f"{agent}-particles")
         exact_games: dict = {}
-        for chunk in chunks:
+        for chunk in [RUNS / f"{agent}-particles"] + chunks:
             games = _games(chunk)
-            exact_games.update(games)
+            if chunk.parent == RUNS / f"{agent}-exact":
+                exact_games.update(games)
             summary = json.loads((chunk / "summary.json").read_text())
             run_seconds = summary["seconds"] - summary["compile_seconds"]
             turns = sum(g["turns"] for g in games.values())
             batch_turns = max(g["turns"] for g in games.values())
             timing.append(dict(
-                agent=agent, chunk=chunk.name, games=len(games), run_seconds=round(run_seconds, 2),
+                agent=agent, run=str(chunk.relative_to(RUNS)), games=len(games), run_seconds=round(run_seconds, 2),
                 compile_seconds=round(summary["compile_seconds"], 2), game_turns=turns,
                 ms_per_game_turn=round(1e3 * run_seconds / turns, 1),
-                s_per_batch_turn=round(run_seconds / batch_turns, 3)))
+                s_per_batch_turn=round(run_seconds / (-(-len(games) // 54) * batch_turns), 3)))
         keys = sorted(k for k in exact_games if k in particles)
         f1_exact = np.asarray([exact_games[k]["f1"] for k in keys])
         f1_particles = np.asarray([particles[k]["f1"] for k in keys])
