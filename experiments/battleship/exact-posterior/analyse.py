@@ -53,7 +53,8 @@ def main() -> None:
             turns = sum(g["turns"] for g in games.values())
             batch_turns = max(g["turns"] for g in games.values())
             timing.append(dict(
-                agent=agent, run=str(chunk.relative_to(RUNS)), games=len(games), run_seconds=round(run_seconds, 2),
+                agent=agent, run=str(chunk.relative_to(RUNS)), games=len(games),
+                run_seconds=round(run_seconds, 2),
                 compile_seconds=round(summary["compile_seconds"], 2), game_turns=turns,
                 ms_per_game_turn=round(1e3 * run_seconds / turns, 1),
                 s_per_batch_turn=round(run_seconds / (-(-len(games) // 54) * batch_turns), 3)))
