@@ -1,19 +1,20 @@
 """Wall time of one exact-belief update (and of its posterior samples) for G games at once.
 
-    python experiments/battleship/exact-posterior/timing.py [G ...]
+    python experiments/battleship/exact-posterior/timing.py [G ...] [--only SITUATION]
+        [--repeat N] [--out FILE]
 
 Every game of the batch holds the same evidence (the loop's work is set by the batch's largest
 count, so a batch of different games costs what its least-informed game costs). Situations:
 the start (no evidence), three questions and no shot (what bayes faces on its first turns),
-and shot evidence of a game under way. Each is compiled once, then timed over 3 calls (the
-median); the rows go to `timing_update.csv`.
+and shot evidence of a game under way. Each is compiled once, then timed over `--repeat` calls
+(3; the median); the rows go to `--out` (`timing_update.csv`).
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -55,17 +56,17 @@ def observations(hits=(), misses=(), questions=()):
                        answers=answers, n_questions=np.int32(len(questions)))
 
 
-def _median_seconds(fn, *args) -> float:
+def _median_seconds(fn, *args, repeat: int = 3) -> float:
     jax.block_until_ready(fn(*args))
     times = []
-    for _ in range(3):
+    for _ in range(repeat):
         start = time.perf_counter()
         jax.block_until_ready(fn(*args))
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
 
-def main(sizes: list[int]) -> None:
+def main(sizes: list[int], only: str | None, repeat: int, out: Path) -> None:
     sampler = ExactSampler(PAPER)
     update = jax.jit(jax.vmap(lambda k, o: sampler.init(k, o, jnp.int32(0))))
     samples = jax.jit(jax.vmap(sampler.weighted_particles))
@@ -73,22 +74,30 @@ def main(sizes: list[int]) -> None:
     for games in sizes:
         keys = jax.random.split(jax.random.key(0), games)
         for name, evidence in SITUATIONS.items():
+            if only is not None and name != only:
+                continue
             obs = jax.tree.map(lambda x: jnp.broadcast_to(jnp.asarray(x), (games,) + np.shape(x)),
                                observations(**evidence))
-            seconds = _median_seconds(update, keys, obs)
+            seconds = _median_seconds(update, keys, obs, repeat=repeat)
             state = update(keys, obs)
-            sample_seconds = _median_seconds(samples, state)
+            sample_seconds = _median_seconds(samples, state, repeat=repeat)
             rows.append(dict(games=games, situation=name, update_s=round(seconds, 3),
                              update_ms_per_game=round(1e3 * seconds / games, 1),
                              samples_s=round(sample_seconds, 3),
                              samples_ms_per_game=round(1e3 * sample_seconds / games, 1),
                              device=str(jax.devices()[0])))
             print(rows[-1], flush=True)
-    with open(HERE / "timing_update.csv", "w", newline="") as f:
+    with open(out, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
 
 
 if __name__ == "__main__":
-    main([int(x) for x in sys.argv[1:]] or [54])
+    parser = argparse.ArgumentParser()
+    parser.add_argument("games", type=int, nargs="*", default=[54])
+    parser.add_argument("--only", choices=list(SITUATIONS), default=None)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=HERE / "timing_update.csv")
+    args = parser.parse_args()
+    main(args.games, args.only, args.repeat, args.out)
