@@ -195,6 +195,7 @@ class ExactSampler(Sampler):
                        precision=lax.Precision.HIGHEST)
 
     def _posterior(self, key: jax.Array, obs: Observations, answers: AnswerModel) -> ExactState:
+        """The state for `obs`: masses, the exact marginal, and `key`'s words for the samples."""
         table_a, table_b = self._tables()
         row_mass, col_mass = self._masses(obs, answers)
         total = jnp.sum(row_mass)
