@@ -147,7 +147,7 @@ def test_every_registered_agent_passes_the_conformance_check(agent):
     assert report.row()["keys"] == "pass" and report.traces <= 1
 
 
-@pytest.mark.parametrize("sampler, config", [("chain", PAPER), ("importance", PAPER),
+@pytest.mark.parametrize("sampler, config", [("chain", PAPER), ("exact", PAPER), ("importance", PAPER),
                                              ("particles", GRAND)])
 def test_the_samplers_pass_the_conformance_check(sampler, config):
     report = check_agent("greedy", sampler=sampler, config=config, boards=2, seeds=1,

@@ -33,7 +33,8 @@ SITUATIONS = {
 # The faithful chain's one-ship move freezes which ship covers a hit (docs/battleship/protocol.md §15.8), so
 # it converges to the exact posterior only while there are no hits.
 CASES = ([("chain", 0.06, s) for s in ("empty", "question")]
-         + [("particles", 0.05, s) for s in sorted(SITUATIONS)])
+         + [("particles", 0.05, s) for s in sorted(SITUATIONS)]
+         + [("exact", 2e-6, s) for s in sorted(SITUATIONS)])
 
 
 @pytest.mark.parametrize("sampler_name, atol, situation", CASES)
@@ -64,7 +65,7 @@ def test_particles_track_a_sequence_of_observations():
                                    exact.hit_probability(TINY, obs), atol=0.05)
 
 
-@pytest.mark.parametrize("sampler_name", ["chain", "particles"])
+@pytest.mark.parametrize("sampler_name", ["chain", "particles", "exact"])
 def test_contradictory_evidence_gives_no_nan(sampler_name):
     # Every cell of row A missed yet "is there a ship in row A?" answered yes, and a hit where
     # the other evidence makes a ship impossible: no particle can satisfy everything.
@@ -78,7 +79,7 @@ def test_contradictory_evidence_gives_no_nan(sampler_name):
     assert np.all(np.isfinite(np.asarray(weights)))
 
 
-@pytest.mark.parametrize("sampler_name", ["chain", "particles"])
+@pytest.mark.parametrize("sampler_name", ["chain", "particles", "exact"])
 def test_update_traces_once(sampler_name):
     sampler = make_sampler(sampler_name, TINY, particles=64)
     chex.clear_trace_counter()

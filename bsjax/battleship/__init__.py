@@ -3,7 +3,8 @@ the layers before it; `tests/test_layers.py` checks it):
 
 - `config`, `types` — protocol presets (static) and the game's pytrees.
 - `game` — rules, boards and suites, bitboards, the question catalog, the reference PRNG.
-- `belief` — L1 samplers behind the `Sampler` protocol (chain, importance, particles, exact).
+- `belief` — L1 samplers behind the `Sampler` protocol (chain, importance, particles,
+  enumerated: the exact posterior; exact: the host oracle).
 - `planning` — `sim.next` look-ahead and expected information gain.
 - `runtime` — L3's declared reflective record, revision presets and confidence signals.
 - `agents` — captains behind the `Agent` / `HostCaptain` protocols (random, greedy, WMA, bayes,

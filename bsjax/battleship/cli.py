@@ -29,7 +29,8 @@ GAME_FLAGS = (
     ("--seeds", int, "seed indices per board (default 3)"),
     ("--first-seed", int, "first seed index: plays indices FIRST .. FIRST + SEEDS - 1 (default 0); "
      "disjoint ranges are disjoint games, e.g. tuning and held-out seeds"),
-    ("--sampler", str, "chain | importance | particles (default particles)"),
+    ("--sampler", str, "chain | exact (every placement, fixed fleets only) | importance | "
+     "particles (default particles)"),
     ("--rng", str, "jax | reference (bit-exact reference chain; default jax)"),
     ("--particles", int, "samples / particles per game (default 500)"),
     ("--sweeps", int, "particles sampler: MH sweeps (one move per ship) per observation "

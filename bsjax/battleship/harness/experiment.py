@@ -32,7 +32,7 @@ from bsjax.battleship.runtime import presets as presets_lib
 from bsjax.core.errors import UsageError
 from bsjax.core.files import LOCK_NAME, command_line, read_jsonl, write_text_atomic, writer_lock
 
-SAMPLERS = ("chain", "importance", "particles")
+SAMPLERS = ("chain", "exact", "importance", "particles")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +94,11 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
         raise UsageError(f"unknown agent {cfg.agent!r} (choose from {', '.join(agents_lib.AGENTS)})")
     if cfg.sampler not in SAMPLERS:
         raise UsageError(f"unknown sampler {cfg.sampler!r} (choose from {', '.join(SAMPLERS)})")
+    if cfg.sampler == "exact" and agents_lib.AGENTS[cfg.agent].needs_belief:
+        from bsjax.battleship.belief.enumerated import unsupported
+        why = unsupported(game_config)
+        if why is not None:
+            raise UsageError(f"--sampler exact with --protocol {cfg.protocol}: {why}")
     if cfg.rng not in ("jax", "reference"):
         raise UsageError(f"unknown rng {cfg.rng!r} (choose from jax, reference)")
     if cfg.reference_rng and (cfg.sampler != "chain" or cfg.protocol != "paper"):
@@ -207,8 +212,8 @@ def check_applies(cfg: RunConfig, fields: list[str] | None = None) -> None:
             why = f"agent {cfg.agent!r} keeps no belief"
         elif name == "sweeps" and cfg.sampler != "particles":
             why = f"the {cfg.sampler} sampler makes no sweeps"
-        elif name == "mh_kernel" and cfg.sampler == "importance":
-            why = "the importance sampler makes no MH moves"
+        elif name == "mh_kernel" and cfg.sampler in ("importance", "exact"):
+            why = f"the {cfg.sampler} sampler makes no MH moves"
         elif name == "mh_kernel" and cfg.reference_rng:
             why = "the reference streams always run the XLA loops"
         elif name == "random_boards" and cfg.suite_name != "random":
