@@ -140,23 +140,28 @@ def test_layers_are_respected():
     assert not violations, "\n".join(violations)
 
 
-def test_no_import_cycles():
-    graph = {m: _imports(m) for m in MODULES}
+def _cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Every cycle a depth-first walk of `graph` meets, as "a -> b -> a"."""
     state: dict[str, int] = {}
     cycles = []
 
     def visit(node: str, stack: list[str]) -> None:
         state[node] = 1
-        for nxt in sorted(graph[node]):
+        for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
                 cycles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
             elif nxt not in state:
                 visit(nxt, stack + [nxt])
         state[node] = 2
 
-    for module in sorted(graph):
-        if module not in state:
-            visit(module, [module])
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return cycles
+
+
+def test_no_import_cycles():
+    cycles = _cycles({m: _imports(m) for m in MODULES})
     assert not cycles, "\n".join(cycles)
 
 
@@ -173,22 +178,10 @@ def test_the_folders_import_each_other_without_cycles():
         mine = _subpackage(module)
         graph.setdefault(mine, set()).update(
             _subpackage(t) for t in _imports(module) if _subpackage(t) != mine)
-    state: dict[str, int] = {}
-    cycles = []
-
-    def visit(node: str, stack: list[str]) -> None:
-        state[node] = 1
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                cycles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
-            elif nxt not in state:
-                visit(nxt, stack + [nxt])
-        state[node] = 2
-
-    for node in sorted(graph):
-        if node not in state:
-            visit(node, [node])
+    cycles = _cycles(graph)
     assert not cycles, "\n".join(cycles)
+    # The check can fail: a folder that imported a later one would close a cycle.
+    assert _cycles({**graph, "bsjax.gilp.data": graph["bsjax.gilp.data"] | {"bsjax.gilp.cli"}})
 
 
 @pytest.mark.parametrize("module, forbidden", [
