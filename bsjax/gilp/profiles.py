@@ -33,7 +33,8 @@ class Profile:
         to use the simulator's shipped parameters.
       tau_lows: the τ_low values of the Table 5b sweep.
       sweep_tasks, sweep_seeds: val tasks per benchmark and seeds of the sweep.
-      planner: the parametric planners' settings (None: the spec's `ParametricConfig()`).
+      planner: the paper command's parametric planner settings (None: the spec's
+        `ParametricConfig()`); `bsjax gilp run` always plans with the spec's.
     """
 
     name: str
