@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed-$(subst $(comma),-,$(ALL_EXTRAS))
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
 	-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF
 
-.PHONY: run test install bench docs lint clean gpu-check tpu-check
+.PHONY: run test install bench docs lint clean gpu-check tpu-check gpu-bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,11 @@ AOT_STAMP := $(AOT_VENV)/.installed
 TPU_VENV := .venv-tpu
 TPU_STAMP := $(TPU_VENV)/.installed
 
+# Games/s of every agent x sampler on this machine's GPU (CUDA JAX in its own venv), inside an
+# 8-minute budget -> benchmarks/results/gpu-<device>.jsonl and .png.
+GPU_VENV := .venv-gpu
+GPU_STAMP := $(GPU_VENV)/.installed
+
 # A venv of its own holding bsjax with the test extra and one more: $(call extra_venv,DIR,EXTRA)
 define extra_venv
 $(1)/.installed: pyproject.toml
@@ -61,6 +66,7 @@ $(1)/.installed: pyproject.toml
 endef
 $(eval $(call extra_venv,$(AOT_VENV),gpu-aot))
 $(eval $(call extra_venv,$(TPU_VENV),tpu))
+$(eval $(call extra_venv,$(GPU_VENV),cuda12))
 
 gpu-check: $(AOT_STAMP)
 	JAX_PLATFORMS=cpu $(AOT_VENV)/bin/python benchmarks/gpu_check.py
@@ -69,5 +75,8 @@ tpu-check: $(TPU_STAMP)
 	JAX_PLATFORMS=cpu $(TPU_VENV)/bin/python benchmarks/gpu_check.py --target tpu-v5e-2x2 \
 		--samplers particles --games 4096,16384 --out benchmarks/results/tpu-v5e-aot.jsonl
 
+gpu-bench: $(GPU_STAMP)
+	$(GPU_VENV)/bin/python benchmarks/gpu_bench.py --budget-s 420
+
 clean:
-	rm -rf $(VENV) $(AOT_VENV) $(TPU_VENV) results site
+	rm -rf $(VENV) $(AOT_VENV) $(TPU_VENV) $(GPU_VENV) results site
