@@ -325,8 +325,8 @@ def main(argv=None) -> int:
     # The plot shows the defaults: XLA's own kernels (autotune 0), the MH kernel `auto` picks.
     measured = [r for r in bench.load_rows(jsonl) if "error" not in r
                 and r.get("autotune_level", 0) == 0 and r.get("mh_kernel", "auto") != "xla"]
-    if measured:
-        throughput.plot(measured, png)
+    if measured:  # titled and labelled with the device's kind ("NVIDIA H200"), not "cuda:0"
+        throughput.plot([dict(r, device=r.get("device_kind", r["device"])) for r in measured], png)
         print(f"gpu-bench: {len(measured)} rows in {jsonl}; plot {png}", file=sys.stderr)
     return status
 
