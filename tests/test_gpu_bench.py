@@ -1,0 +1,93 @@
+"""`benchmarks/gpu_bench.py`: the order of its points, its budget, its bad input, one real point."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def gpu_bench():
+    sys.path.insert(0, str(BENCHMARKS))  # gpu_bench imports its sibling `throughput`
+    try:
+        spec = importlib.util.spec_from_file_location("benchmarks_gpu_bench",
+                                                      BENCHMARKS / "gpu_bench.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def _key(p):
+    return p["agent"], p["sampler"], p["games"], p["autotune"], p["mh_kernel"]
+
+
+def test_the_plan_asks_the_open_questions_first_and_covers_the_grid(gpu_bench):
+    points = gpu_bench.plan()
+    keys = [_key(p) for p in points]
+    assert len(set(keys)) == len(keys)
+    # A single game's speed and the peak first, then the planners at 54 and 65,536 games.
+    assert keys[:5] == [("greedy", "particles", g, None, None) for g in gpu_bench.SIZES]
+    planners = [(p["agent"], p["games"]) for p in points[5:13]]
+    assert planners == [(a, g) for a in gpu_bench.PLANNERS for g in (54, 65536)]
+    # The autotuning pair is one program under two levels.
+    pair = [p for p in points if p["autotune"] is not None]
+    assert [(p["agent"], p["games"], p["autotune"]) for p in pair] == [
+        ("wma", 4096, 0), ("wma", 4096, 4)]
+    # Every agent x sampler at every size of the grid is somewhere in the plan.
+    default = {(p["agent"], p["sampler"], p["games"]) for p in points
+               if p["autotune"] is None and p["mh_kernel"] is None}
+    for agent in ("greedy",) + gpu_bench.PLANNERS:
+        for g in gpu_bench.SIZES:
+            assert (agent, "particles", g) in default and (agent, "importance", g) in default
+        assert {(agent, "chain", 1), (agent, "chain", 54)} <= default
+    # Past the grid, greedy alone, last.
+    assert [(p["agent"], p["games"]) for p in points[-2:]] == [
+        ("greedy", g) for g in gpu_bench.PEAK_SIZES]
+
+
+def test_the_plan_keeps_to_the_sizes_asked_for(gpu_bench):
+    points = gpu_bench.plan((1, 8), ())
+    assert {p["games"] for p in points} == {1, 8}
+    assert not [p for p in points if p["autotune"] is not None]  # no size above 54: no pair
+
+
+def test_a_points_estimate_grows_with_its_batch(gpu_bench):
+    point = {"agent": "wma", "sampler": "particles", "games": 4096}
+    assert gpu_bench.estimate_seconds(point, []) == 30.0
+    rows = [{"agent": "wma", "sampler": "particles", "games": 1024, "compile_seconds": 10.0,
+             "seconds": 0.5},
+            {"agent": "wma", "sampler": "particles", "games": 65536, "error": "out of memory"}]
+    assert gpu_bench.estimate_seconds(point, rows) == pytest.approx(10.0 + 2 * 0.5 * 4)
+    smaller = dict(point, games=54)  # never assumed faster than the rate measured
+    assert gpu_bench.estimate_seconds(smaller, rows) == pytest.approx(10.0 + 2 * 0.5)
+
+
+@pytest.mark.parametrize("argv", [["--games", "0,54"], ["--games", "one"], ["--games", ""],
+                                  ["--budget-s", "0"], ["--peak", "x"], ["--tag", "a/b"]])
+def test_bad_input_exits_2_and_writes_nothing(gpu_bench, tmp_path, capsys, argv):
+    assert gpu_bench.main([*argv, "--out", str(tmp_path / "out")]) == 2
+    assert not (tmp_path / "out").exists()
+    assert capsys.readouterr().err.startswith("gpu-bench: error:")
+
+
+def test_a_short_budget_measures_the_first_point_and_skips_the_rest(gpu_bench, tmp_path):
+    out = tmp_path / "out"
+    status = gpu_bench.main(["--games", "1", "--peak", "", "--particles", "32", "--budget-s", "30.5",
+                             "--no-identity", "--out", str(out), "--tag", "cpu"])
+    assert status == 0
+    rows = [json.loads(line) for line in (out / "cpu.jsonl").read_text().splitlines()]
+    assert (rows[0]["agent"], rows[0]["sampler"], rows[0]["games"]) == ("greedy", "particles", 1)
+    assert all("error" not in r and r["games_per_second"] > 0 for r in rows)
+    assert rows[0]["mh_kernel"] == "auto" and rows[0]["autotune_level"] == 0
+    assert rows[0]["command"].startswith("benchmarks/gpu_bench.py --games 1")
+    # An unmeasured series is guessed at 30 s: after the first point, the 30.5 s budget holds no
+    # other agent (a second greedy/particles point may fit).
+    assert {(r["agent"], r["sampler"]) for r in rows} == {("greedy", "particles")}
+    assert (out / "cpu.png").read_bytes()[:8] == PNG_MAGIC
