@@ -9,13 +9,14 @@ import dataclasses
 from bsjax.battleship.agents.basic import GreedyAgent, RandomAgent
 from bsjax.battleship.agents.bayes import BayesAgent, BayesParams
 from bsjax.battleship.agents.lm_only import LMOnlyAgent
+from bsjax.battleship.agents.lookahead import LookaheadAgent, LookaheadParams
 from bsjax.battleship.agents.mra import MRAAgent, MRALLMAgent, MRAParams
 from bsjax.battleship.agents.wma import WMAAgent, WMAParams
 from bsjax.battleship.agents.wma_reflective import WMAReflectiveAgent
 
 AGENTS = {"random": RandomAgent, "greedy": GreedyAgent, "wma": WMAAgent, "bayes": BayesAgent,
-          "mra": MRAAgent, "mra-llm": MRALLMAgent, "lm-only": LMOnlyAgent,
-          "wma-reflective": WMAReflectiveAgent}
+          "lookahead": LookaheadAgent, "mra": MRAAgent, "mra-llm": MRALLMAgent,
+          "lm-only": LMOnlyAgent, "wma-reflective": WMAReflectiveAgent}
 BUILT_IN = frozenset(AGENTS)
 
 
@@ -60,5 +61,6 @@ def make_agent(name: str, config, **options):
 
 
 __all__ = ["AGENTS", "BUILT_IN", "BayesAgent", "BayesParams", "GreedyAgent", "LMOnlyAgent",
-           "MRAAgent", "MRALLMAgent", "MRAParams", "RandomAgent", "WMAAgent", "WMAParams",
-           "WMAReflectiveAgent", "make_agent", "register_agent", "structure_options"]
+           "LookaheadAgent", "LookaheadParams", "MRAAgent", "MRALLMAgent", "MRAParams",
+           "RandomAgent", "WMAAgent", "WMAParams", "WMAReflectiveAgent", "make_agent",
+           "register_agent", "structure_options"]

@@ -1,0 +1,98 @@
+"""The look-ahead captain: its outcome trees against brute force, legal actions, bayes's games at
+a zero budget, and no retrace when a traced param changes."""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bsjax.battleship import belief as belief_lib
+from bsjax.battleship.agents.lookahead import LookaheadAgent, script_hits, tree_hits
+from bsjax.battleship.config import PAPER
+from bsjax.battleship.game import suites
+from bsjax.battleship.harness import api
+from bsjax.battleship.harness.player import Player
+from bsjax.battleship.planning import eig
+from bsjax.battleship.types import ASK, SHOOT
+
+RNG = np.random.default_rng(7)
+OCC = (RNG.random((9, 64)) < 0.3).astype(np.float32)         # [P, C] arbitrary 0/1 boards
+W = RNG.random(9).astype(np.float32)
+W /= W.sum()
+OPEN = RNG.random(64) < 0.8
+
+
+def ref_paths(occ, w, open_, first, shots):
+    """The same expectation as a sum over outcome paths (each particle follows its own)."""
+    total = 0.0
+    for p in range(len(w)):
+        free, cell, weights = open_.copy(), first, w.copy()
+        for _ in range(shots):
+            hit = occ[p, cell]
+            total += w[p] * hit
+            weights = weights * (occ[:, cell] == hit)
+            free[cell] = False
+            cell = int(np.argmax(np.where(free, weights @ occ, -1.0)))
+    return total
+
+
+def test_tree_hits_is_the_expectation_over_each_particles_own_future():
+    first = int(np.flatnonzero(OPEN)[3])
+    for depth in range(4):
+        got = tree_hits(jnp.asarray(OCC), jnp.asarray(W), jnp.asarray(W), jnp.asarray(OPEN),
+                        jnp.int32(first), depth)
+        np.testing.assert_allclose(float(got), ref_paths(OCC, W, OPEN, first, depth + 1),
+                                   rtol=1e-5)
+
+
+def test_script_hits_question_first_matches_brute_force():
+    answers = RNG.random((5, 9)) < 0.5                          # [Kq, P]
+    eps = 0.1
+    got = script_hits(jnp.asarray(OCC), jnp.asarray(W), jnp.asarray(OPEN), jnp.asarray(answers),
+                      jnp.ones(5, bool), jnp.float32(eps), ("Q", "S"))
+    p_yes = answers.astype(np.float32) @ W
+    q = int(np.argmax(np.asarray(eig.expected_information_gain(jnp.asarray(p_yes), eps))))
+    want = 0.0
+    for yes in (True, False):
+        like = np.where(answers[q] == yes, 1.0 - eps, eps)
+        want += np.max(np.where(OPEN, (W * like) @ OCC, -1.0))
+    np.testing.assert_allclose(float(got), want, rtol=1e-5)
+    # A script of one shot is the MAP cell's hit probability.
+    one = script_hits(jnp.asarray(OCC), jnp.asarray(W), jnp.asarray(OPEN), jnp.asarray(answers),
+                      jnp.ones(5, bool), jnp.float32(eps), ("S",))
+    np.testing.assert_allclose(float(one), np.max(np.where(OPEN, W @ OCC, -1.0)), rtol=1e-6)
+
+
+def test_a_zero_budget_plays_bayes_games():
+    kw = dict(boards="B01,B02", seeds=2, particles=32, progress=False)
+    bayes = api.play("bayes", **kw)
+    zero = api.play(LookaheadAgent(PAPER, n_shots=1), params={"gamma": 0.95}, **kw)
+    for field in ("f1", "shots", "questions", "turns"):
+        np.testing.assert_array_equal(getattr(zero, field), getattr(bayes, field))
+
+
+def test_every_search_acts_legally_and_a_traced_param_does_not_retrace():
+    # Every search on at once (the registry's conformance test plays the default agent).
+    agent = LookaheadAgent(PAPER, n_shots=3, depth=1, search="sample", n_rollouts=4,
+                           ask_depth=1, n_questions=3)
+    sampler = belief_lib.make_sampler("particles", PAPER, 32)
+    player = Player(PAPER, agent, sampler)
+    board = suites.suite("synthetic", PAPER)[0]
+    state, (belief, agent_state) = player.init_one(jax.random.key(0), player.default_params(),
+                                                   jnp.asarray(board.spans, jnp.int32),
+                                                   jnp.int32(1))
+    view = player.env.observe(state)
+    chex.clear_trace_counter()
+    decide = jax.jit(chex.assert_max_traces(
+        lambda k, p: agent.decide(k, p, view, sampler, belief, agent_state), n=1))
+    params = agent.default_params()
+    for k, p in enumerate([params, params.replace(margin=jnp.float32(-5.0),
+                                                  margin_ask=jnp.float32(-5.0),
+                                                  margin_question=jnp.float32(-5.0))]):
+        action, _, _ = decide(jax.random.key(k), p)
+        if int(action.kind) == ASK:
+            assert bool(view.can_ask) and np.any(np.asarray(action.question_bits))
+        else:
+            assert int(action.kind) == SHOOT and bool(view.legal_shots[int(action.cell)])
