@@ -21,7 +21,7 @@ from bsjax.core.errors import UsageError
 # RunConfig fields as flags: (flag, type, help). Defaults are None, meaning "the RunConfig (or
 # experiment file) default", so an explicit flag can override an experiment file.
 GAME_FLAGS = (
-    ("--agent", str, "random | greedy | wma | bayes | mra | mra-llm | lm-only (default greedy)"),
+    ("--agent", str, "random | greedy | wma | bayes | lookahead | mra | mra-llm | lm-only (default greedy)"),
     ("--protocol", str, "paper | grand (default paper)"),
     ("--suite", str, "synthetic | grand | random (default: the protocol's own suite)"),
     ("--boards", str, "all, or a list such as B01,B02 (default all)"),
