@@ -159,8 +159,11 @@ def script_hits(occupancy: jax.Array, weights: jax.Array, open_cells: jax.Array,
     likelihood, so every level's masses sum to 1.
 
     Args:
-      occupancy: `[P, C]` 0/1; weights: `[P]` normalised; open_cells: `[C]` bool unshot.
-      answers: `[Kq, P]` bool the pool's noise-free answers; valid: `[Kq]` bool askable.
+      occupancy: `[P, C]` 0/1 ship cells of each particle.
+      weights: `[P]` normalised weights.
+      open_cells: `[C]` bool cells not shot yet.
+      answers: `[Kq, P]` bool the pool's noise-free answers.
+      valid: `[Kq]` bool the askable regions of the pool.
       epsilon: `[]` the answer flip rate.
       script: static ops, e.g. ("Q", "S", "S").
       first: `[P]` bool the answers of a fixed first question (the script starts with "Q").

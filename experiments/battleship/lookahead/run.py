@@ -4,6 +4,8 @@
     python experiments/battleship/lookahead/run.py --random 1000 --out random
     python experiments/battleship/lookahead/run.py --seeds 100 --first-seed 200 --stored \
         --out heldout-200
+    python experiments/battleship/lookahead/run.py --random 5000 --skip 1000 --pair \
+        --out random-1000-4999
 
 Plays the default `LookaheadAgent` structure (8 shot candidates, depth 2, exact outcome tree)
 at every (gamma, margin) of the grid below on the paper protocol's 18 synthetic boards (or on
@@ -12,7 +14,9 @@ gamma = 0.95, margin = 1e9 is bayes itself (its shot search never overrides; the
 test shows such a captain plays bayes's games), so every point is paired with bayes game by
 game. `--stored` plays only the default captain and pairs it with bayes's stored games of the
 particles-5400 decomposition (seed indices 0-299; the harness replays them exactly). Writes
-`<out>-games.csv` and `<out>-table.md` beside this file.
+`--pair` plays only bayes (by name) and the default captain, as two programs, on the same
+games (`--skip`: leave out the first random boards). Writes `<out>-games.csv.gz` and
+`<out>-table.md` beside this file.
 """
 
 from __future__ import annotations
@@ -52,23 +56,31 @@ def main() -> None:
     ap.add_argument("--random", type=int, default=0, help="random boards instead of the suite")
     ap.add_argument("--out", default="heldout")
     ap.add_argument("--stored", action="store_true", help="the default only, vs stored bayes")
+    ap.add_argument("--pair", action="store_true", help="bayes and the default only")
+    ap.add_argument("--skip", type=int, default=0, help="random boards left out first")
     args = ap.parse_args()
-    kw = dict(particles=500, progress=False, batch_size=54, params=None if args.stored else GRID)
+    single = args.stored or args.pair
+    kw = dict(particles=500, progress=False, batch_size=54, params=None if single else GRID)
     start = time.time()
     if args.random:
         truths = np.array([b.spans for b in suites.random_suite(args.random, 0, PAPER)])
+        truths = truths[args.skip:]
         res = api.play(LookaheadAgent(PAPER), truths=truths, seeds=1, **kw)
+        if args.pair:
+            bayes = api.play("bayes", truths=truths, seeds=1, **kw).to_pandas()
     else:
         res = api.play(LookaheadAgent(PAPER), boards="all", seeds=args.seeds,
                        first_seed=args.first_seed, **kw)
     wall = time.time() - start
     df = res.to_pandas()
+    if args.pair:
+        df = pd.concat([df.assign(gamma=0.85, margin=0.2), bayes.assign(gamma=0.95, margin=1e9)])
     if args.stored:
         stored = pd.read_json(STORED, lines=True)
         stored = stored[stored.seed.isin(df.seed.unique())].assign(gamma=0.95, margin=1e9)
         df = pd.concat([df.assign(gamma=0.85, margin=0.2), stored[list(df.columns) + [
             "gamma", "margin"]]])
-    df.to_csv(HERE / f"{args.out}-games.csv", index=False)
+    df.to_csv(HERE / f"{args.out}-games.csv.gz", index=False)
     base = df[(df.gamma > 0.94) & (df.margin > 1)].set_index(["board", "seed"])
     rng = np.random.default_rng(0)
     lines = [f"{len(base)} games per row ({args.out}); wall {wall:.0f} s for the rows played, "
