@@ -41,13 +41,20 @@ from bsjax.core import fastpath
 
 @chex.dataclass(frozen=True)
 class LookaheadParams:
-    """Attributes (`[]` float32 each but bayes): bayes the base policy's params; tail_shots
-    shots charged per truth cell unhit at the horizon; margin the mean shots a candidate must
-    save over bayes's cell to replace it; mismatch the factor a rollout's belief applies to a
-    particle per simulated outcome it contradicts (0: hard filtering); keep_truth the weight
-    factor of the particles identical to the rollout's truth in its belief (0: left out);
-    margin_ask the expected hits asking now must gain over asking after a shot;
-    margin_question the expected hits a question must gain over bayes's to replace it."""
+    """The look-ahead's traced params: `[]` float32 each, but bayes.
+
+    Attributes:
+      bayes: the base policy's params (γ, scoring).
+      tail_shots: shots charged per truth cell unhit at a rollout's horizon.
+      margin: what a candidate shot must gain over bayes's cell to replace it (expected hits
+        for a tree, mean shots for samples).
+      mismatch: the factor a rollout's belief applies to a particle per simulated outcome it
+        contradicts (0: hard filtering).
+      keep_truth: the weight factor of the particles identical to the rollout's truth in its
+        belief (0: left out).
+      margin_ask: the expected hits asking now must gain over asking after a shot.
+      margin_question: the expected hits a question must gain over bayes's to replace it.
+    """
 
     bayes: BayesParams
     tail_shots: chex.Array
@@ -84,9 +91,9 @@ def rollout_cost(parts: sim.Particles, truth: jax.Array, open_cells: jax.Array,
     occ = parts.occupancy                                                       # [P, C]
     truth_cells = occ[truth] > 0.0                                              # [C]
     # 500 particles are a far narrower hypothesis space than the posterior: filtered hard and
-    # with the truth among them, a few simulated shots single the truth out, and rollouts
-    # overvalue shots that split the particles. Soft filtering and leaving the truth out
-    # widen the rollout's belief.
+    # with the truth among them, a few simulated shots single the truth out. Soft filtering
+    # (mismatch) and leaving the truth out (keep_truth) widen the rollout's belief; on
+    # training seeds neither helped (docs/battleship/lookahead.md).
     same = jnp.all(parts.bits == parts.bits[truth], axis=-1)                    # [P]
     weights = parts.weights * jnp.where(same, params.keep_truth, 1.0)
 
@@ -116,10 +123,10 @@ def tree_hits(occupancy: jax.Array, choose: jax.Array, value: jax.Array,
     The base policy's next shot depends only on the outcomes, so its futures form a binary
     tree of 2^(depth+1) - 1 shot nodes: each level is one `[n, P] @ [P, C]` product. The
     policy's cells are chosen with the `choose` weights and its hits counted with the `value`
-    weights (`[P]` each, the value's summing to 1): with the same weights, the max of a
-    marginal estimated from the few particles of a deep branch is biased upwards, which
-    favours shots that split the particles. The Python loop runs over the static depth (the
-    node count doubles, so no scan).
+    weights (`[P]` each, the value's summing to 1). With the same weights, the max of a
+    marginal estimated from the few particles of a deep branch is biased upwards;
+    `cross_fit_hits` passes disjoint halves to remove that bias. The Python loop runs over
+    the static depth (the node count doubles, so no scan).
     """
     occ = occupancy                                                             # [P, C]
     choose, value, open_, cells = choose[None], value[None], open_cells[None], first[None]
