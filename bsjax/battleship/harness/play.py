@@ -85,7 +85,7 @@ def play_turns(player, keys: jax.Array, params, states: GameState, carries, buff
     turn_fn = jax.vmap(player.turn_one)
     max_turns = player.config.max_turns
 
-    def going(states, turn, requests):
+    def in_body(states, turn, requests):
         # Decided at the end of the body, not in the loop's condition: it fuses with the
         # body's last kernels, and the condition launches none (a GPU's launches per turn).
         if not stop_on_request:
@@ -95,6 +95,22 @@ def play_turns(player, keys: jax.Array, params, states: GameState, carries, buff
         # it still plays. Going on is "some game plays and none asks".
         state = jnp.max(jnp.where(requests, 2, (~states.done).astype(jnp.int32)))
         return (turn < max_turns) & (state == 1)
+
+    def in_condition(states, turn, requests):
+        return (turn < max_turns) & ~jnp.all(states.done) & ~jnp.any(requests)
+
+    # A TPU has no launches to save, and its compiler stalled (minutes, growing with the batch)
+    # on the test computed in the body: wma-reflective beyond 256 games a chip with the one
+    # reduction, WMA at 1,024 a chip with two. There the loop's condition does the test.
+    def going(states, turn, requests):
+        return jax.lax.platform_dependent(states, turn, requests,
+                                          tpu=lambda *_: jnp.bool_(True), default=in_body)
+
+    def condition(carry):
+        states, _, _, turn, requests, flag = carry
+        return jax.lax.platform_dependent(states, turn, requests, flag,
+                                          tpu=lambda s, t, r, _: in_condition(s, t, r),
+                                          default=lambda *args: args[-1])
 
     def body(carry):
         states, carries, words, turn, _, _ = carry
@@ -107,8 +123,7 @@ def play_turns(player, keys: jax.Array, params, states: GameState, carries, buff
     turn = jnp.asarray(turn, jnp.int32)
     requests = jnp.zeros_like(real)
     start = (states, carries, pack(buffer), turn, requests, going(states, turn, requests))
-    states, carries, words, turn, requests, _ = jax.lax.while_loop(
-        lambda carry: carry[-1], body, start)
+    states, carries, words, turn, requests, _ = jax.lax.while_loop(condition, body, start)
     return states, carries, unpack(words), turn, requests
 
 
