@@ -15,6 +15,10 @@ that cuts the run short still leaves every point measured so far:
 Before each point the script estimates its cost from the points already measured (compile time
 of the same agent and sampler, batch time scaled by G) and skips it when the budget is short, so
 the run ends on time. A point that fails (out of memory, say) is a row with `error`, not a stop.
+Points of 16,384 games and more (`--isolate-from`) run in a child process stopped after
+`--point-timeout-s`: a compile that runs for minutes (bayes at 65,536 games on one H200 did)
+costs that point, not the rest of the budget. JAX's preallocation of device memory is off
+(`XLA_PYTHON_CLIENT_PREALLOCATE=false`, unless set), so the parent leaves the children room.
 
     python benchmarks/gpu_bench.py                      # the whole plan, 420 s budget
     python benchmarks/gpu_bench.py --budget-s 120 --out /tmp/bench --tag quick
@@ -37,8 +41,12 @@ import sys
 import time
 from pathlib import Path
 
-import jax
-import pandas as pd
+# Large points run in child processes (`--isolate-from`): the parent must not hold most of the
+# device's memory from its first use, as JAX's default preallocation does.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import jax  # noqa: E402
+import pandas as pd  # noqa: E402
 import throughput  # benchmarks/ is on sys.path when this file is run
 
 from bsjax.battleship.harness import api, bench, play
@@ -204,6 +212,29 @@ def measure_point(point: dict, particles: int, protocol: str, stamp: dict,
     return row
 
 
+def measure_isolated(point: dict, particles: int, protocol: str, stamp: dict, kernel: str,
+                     timeout_s: float) -> dict:
+    """`measure_point` in a child process stopped after `timeout_s`: a compile that runs for
+    minutes (XLA's slow-compile alarm; nothing in-process can interrupt it) costs one point,
+    not the rest of the budget."""
+    job = {"point": point, "particles": particles, "protocol": protocol, "stamp": stamp,
+           "kernel": kernel}
+    try:
+        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--one-point",
+                               json.dumps(job)], capture_output=True, text=True,
+                              timeout=timeout_s)
+        lines = done.stdout.strip().splitlines()
+        if done.returncode == 0 and lines:
+            return json.loads(lines[-1])
+        reason = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        error = f"child process failed: {reason[:300]}"
+    except subprocess.TimeoutExpired:
+        error = f"not finished in {timeout_s:g} s (stopped)"
+    return {"agent": point["agent"], "sampler": point["sampler"], "games": point["games"],
+            "particles": particles, "protocol": protocol, "mh_kernel": point.get("mh_kernel")
+            or kernel, "error": error, **stamp}
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
@@ -229,6 +260,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--plot-only", action="store_true", help="redraw OUT/TAG.png; measure nothing")
     p.add_argument("--no-identity", action="store_true",
                    help="skip the first step: the fused kernels' games against the XLA loops'")
+    p.add_argument("--isolate-from", type=int, default=16384,
+                   help="points of at least this many games run in a child process, stopped "
+                        "after --point-timeout-s (default %(default)s)")
+    p.add_argument("--point-timeout-s", type=float, default=150.0,
+                   help="the most an isolated point may take (default %(default)s)")
+    p.add_argument("--one-point", default=None, help=argparse.SUPPRESS)  # a child's job
     return p.parse_args(argv)
 
 
@@ -244,12 +281,22 @@ def _sizes(text: str, option: str) -> tuple[int, ...]:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.one_point is not None:  # a child of measure_isolated: one row on stdout
+        job = json.loads(args.one_point)
+        row = measure_point(job["point"], job["particles"], job["protocol"], job["stamp"],
+                            job["kernel"])
+        print(json.dumps(row), flush=True)
+        return 0
     try:
         sizes, peak = _sizes(args.games, "--games"), _sizes(args.peak, "--peak")
         if not sizes:
             raise UsageError("--games needs at least one batch size")
         if args.budget_s <= 0:
             raise UsageError(f"--budget-s must be positive (got {args.budget_s})")
+        if args.point_timeout_s <= 0:
+            raise UsageError(f"--point-timeout-s must be positive (got {args.point_timeout_s})")
+        if args.isolate_from < 1:
+            raise UsageError(f"--isolate-from must be at least 1 (got {args.isolate_from})")
         tag = args.tag or "gpu-" + _slug(_device_name())
         if "/" in tag or not tag:
             raise UsageError(f"--tag must be a plain file stem (got {tag!r})")
@@ -304,7 +351,11 @@ def main(argv=None) -> int:
                         print(f"{label}: skipped ({left:.0f} s of budget left)",
                               file=sys.stderr, flush=True)
                         continue
-                    row = measure_point(point, args.particles, args.protocol, stamp, kernel)
+                    if point["games"] >= args.isolate_from:
+                        row = measure_isolated(point, args.particles, args.protocol, stamp, kernel,
+                                               min(left, args.point_timeout_s))
+                    else:
+                        row = measure_point(point, args.particles, args.protocol, stamp, kernel)
                     row["elapsed_s"] = round(time.perf_counter() - start, 1)
                     rows.append(row)
                     fh.write(json.dumps(row) + "\n")

@@ -70,7 +70,8 @@ def test_a_points_estimate_grows_with_its_batch(gpu_bench):
 
 
 @pytest.mark.parametrize("argv", [["--games", "0,54"], ["--games", "one"], ["--games", ""],
-                                  ["--budget-s", "0"], ["--peak", "x"], ["--tag", "a/b"]])
+                                  ["--budget-s", "0"], ["--peak", "x"], ["--tag", "a/b"],
+                                  ["--point-timeout-s", "0"], ["--isolate-from", "0"]])
 def test_bad_input_exits_2_and_writes_nothing(gpu_bench, tmp_path, capsys, argv):
     assert gpu_bench.main([*argv, "--out", str(tmp_path / "out")]) == 2
     assert not (tmp_path / "out").exists()
@@ -79,8 +80,10 @@ def test_bad_input_exits_2_and_writes_nothing(gpu_bench, tmp_path, capsys, argv)
 
 def test_a_short_budget_measures_the_first_point_and_skips_the_rest(gpu_bench, tmp_path):
     out = tmp_path / "out"
+    # Every point in a child process (`--isolate-from 1`): the path large points take.
     status = gpu_bench.main(["--games", "1", "--peak", "", "--particles", "32", "--budget-s", "30.5",
-                             "--no-identity", "--out", str(out), "--tag", "cpu"])
+                             "--no-identity", "--isolate-from", "1", "--out", str(out),
+                             "--tag", "cpu"])
     assert status == 0
     rows = [json.loads(line) for line in (out / "cpu.jsonl").read_text().splitlines()]
     assert (rows[0]["agent"], rows[0]["sampler"], rows[0]["games"]) == ("greedy", "particles", 1)
@@ -91,3 +94,16 @@ def test_a_short_budget_measures_the_first_point_and_skips_the_rest(gpu_bench, t
     # other agent (a second greedy/particles point may fit).
     assert {(r["agent"], r["sampler"]) for r in rows} == {("greedy", "particles")}
     assert (out / "cpu.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_an_isolated_point_past_its_time_is_a_row_and_the_run_goes_on(gpu_bench, tmp_path):
+    out = tmp_path / "out"
+    status = gpu_bench.main(["--games", "1", "--peak", "", "--particles", "32", "--budget-s", "31",
+                             "--no-identity", "--isolate-from", "1", "--point-timeout-s", "0.5",
+                             "--out", str(out), "--tag", "cpu"])
+    assert status == 0
+    rows = [json.loads(line) for line in (out / "cpu.jsonl").read_text().splitlines()]
+    assert rows[0]["error"] == "not finished in 0.5 s (stopped)"
+    assert (rows[0]["agent"], rows[0]["games"], rows[0]["mh_kernel"]) == ("greedy", 1, "auto")
+    assert all("error" in r for r in rows)  # every point tried was stopped, none lost the run
+    assert not (out / "cpu.png").exists()   # nothing measured, nothing to draw
