@@ -10,8 +10,10 @@ On a CPU memory is rarely the limit: the batch is capped at `CPU_GAMES_PER_CORE`
 around where measured throughput stops growing (larger CPU batches only run slower, their working
 set falling out of cache). On an accelerator it is capped at `MAX_GAMES_PER_DEVICE`, the largest
 batch whose compile has been measured (`make gpu-check`: every agent's turn loop compiles for an
-H100 in under 11 s up to 65,536 games); a particle game needs 60–300 KiB, so a large GPU would
-otherwise be filled with batches no compile was ever checked at.
+H100 on a CPU in at most 28 s up to 65,536 games); a particle game needs 60–300 KiB, so a large
+GPU would otherwise be filled with batches no compile was ever checked at. On a real GPU the
+compile can take longer than that deviceless one: bayes's at 65,536 games did not finish in
+four minutes on an H200 (docs/throughput.md), so give bayes an explicit `--batch-size` there.
 """
 
 from __future__ import annotations
