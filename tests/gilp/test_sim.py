@@ -22,7 +22,7 @@ from bsjax.gilp.backbones.features import GraphInputs
 from bsjax.gilp.behaviour import agent as sim_agent
 from bsjax.gilp.behaviour import hallucinate as gilp_hallucinate
 from bsjax.gilp.behaviour import params as sim_params
-from bsjax.gilp.behaviour import run as sim_run
+from bsjax.gilp.behaviour import run as behaviour_run
 from bsjax.gilp.behaviour.records import StepRecord
 from bsjax.gilp.data import generate
 from bsjax.gilp.envs import common, registry
@@ -330,7 +330,7 @@ def test_score_candidates_never_reads_hidden_and_is_consistent():
 
 # --- Agent-Replan episodes (one compiled function shared by several tests) ---------------------
 
-AGENT_FN = jax.jit(chex.assert_max_traces(sim_run.batched_episodes(AGENT, TG, CFG), n=1))
+AGENT_FN = jax.jit(chex.assert_max_traces(behaviour_run.batched_episodes(AGENT, TG, CFG), n=1))
 
 
 def _episodes(fn, tasks: dict, seeds=(0, 1), root=0, params=None, model=None):
@@ -370,7 +370,7 @@ def test_noiseless_agent_is_the_observable_oracle():
     np.testing.assert_array_equal(np.asarray(rec.action)[active], np.asarray(ref_action)[active])
     np.testing.assert_array_equal(np.asarray(rec.success)[active], np.asarray(ref_done)[active])
     run = _as_run(rec, task, seed, TG_TASKS)
-    rows = sim_run.records_to_events(run)
+    rows = behaviour_run.records_to_events(run)
     assert metrics.hsr(rows)["hsr"] == 0.0
     assert metrics.invalid_action_rate(rows) == 0.0
     assert all(r["live_false_atoms"] == 0 for r in rows)
@@ -378,7 +378,7 @@ def test_noiseless_agent_is_the_observable_oracle():
 
 def _as_run(rec, task, seed, tasks, method="Agent-Replan", kind="llm"):
     task = np.asarray(task)
-    return sim_run.SimRun(
+    return behaviour_run.SimRun(
         method=method,
         bench="taskgraph",
         kind=kind,
@@ -405,7 +405,7 @@ def test_determinism_events_and_single_trace():
     # Other tasks of the same shapes: no retrace (assert_max_traces(n=1) would raise).
     _episodes(AGENT_FN, _tasks("taskgraph", 4, start=4))
     # Event rows validate, group into complete episodes and feed every metric.
-    rows = sim_run.records_to_events(_as_run(rec1, task, seed, TG_TASKS))
+    rows = behaviour_run.records_to_events(_as_run(rec1, task, seed, TG_TASKS))
     for row in rows:
         events.validate_row(row)
     episodes = events.group_episodes(rows)
@@ -415,7 +415,7 @@ def test_determinism_events_and_single_trace():
     assert summary["episodes"] == 8 and summary["calls_step"] >= 1.0
     assert summary["pd"] is None or summary["pd"] >= 0.0
     assert events.dumps_row(rows[0]) == events.dumps_row(
-        sim_run.records_to_events(_as_run(rec2, task, seed, TG_TASKS))[0]
+        behaviour_run.records_to_events(_as_run(rec2, task, seed, TG_TASKS))[0]
     )
 
 
@@ -590,9 +590,9 @@ def _smoke(bench_name: str):
     model = make_backbone("MPNN", jax.random.key(0))
     rows = []
     for name in SMOKE_METHODS:
-        run = sim_run.run_simulated(name, bench, model, tasks, seeds=(0, 1), root_key=jax.random.key(0))
+        run = behaviour_run.run_simulated(name, bench, model, tasks, seeds=(0, 1), root_key=jax.random.key(0))
         assert run.records.active.shape == (8, gilp_config.B_MAX)
-        rows += sim_run.records_to_events(run)
+        rows += behaviour_run.records_to_events(run)
     for row in rows:
         events.validate_row(row)
     summary = metrics.summarise(rows)
@@ -617,14 +617,15 @@ def test_traced_flags_and_slot_cuts_give_the_per_method_events():
     root = jax.random.key(5)
     # A method's skeleton k is static: GILP-k1 gets its own compile, not GILP's k = 4.
     k1 = dataclasses.replace(GILP, name="GILP-k1", skeleton_k=1)
-    many = sim_run.run_simulated_many([k1, "Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1), root, cfg=CFG)
-    alone = sim_run.run_simulated("GILP", TG, model, TG_TASKS, (0, 1), root, cfg=CFG, compact=False)
-    assert sim_run.slot_cut(TG, graph_from_np(TG_TASKS), True) != (gilp_config.N_MAX, gilp_config.A_MAX)
+    many = behaviour_run.run_simulated_many([k1, "Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1),
+                                            root, cfg=CFG)
+    alone = behaviour_run.run_simulated("GILP", TG, model, TG_TASKS, (0, 1), root, cfg=CFG, compact=False)
+    assert behaviour_run.slot_cut(TG, graph_from_np(TG_TASKS), True) != (gilp_config.N_MAX, gilp_config.A_MAX)
     assert [r.method for r in many] == ["GILP-k1", "Hybrid-Full", "GILP"]  # the order given
-    assert sim_run.records_to_events(many[2]) == sim_run.records_to_events(alone)
-    assert sim_run.records_to_events(many[1]) != sim_run.records_to_events(alone)
-    gilp_rows = [{**r, "method": "GILP-k1"} for r in sim_run.records_to_events(many[2])]
-    assert sim_run.records_to_events(many[0]) != gilp_rows
+    assert behaviour_run.records_to_events(many[2]) == behaviour_run.records_to_events(alone)
+    assert behaviour_run.records_to_events(many[1]) != behaviour_run.records_to_events(alone)
+    gilp_rows = [{**r, "method": "GILP-k1"} for r in behaviour_run.records_to_events(many[2])]
+    assert behaviour_run.records_to_events(many[0]) != gilp_rows
 
 
 # The static-path sweep below runs by default; this traced-flags one compiles the MPNN
@@ -636,8 +637,9 @@ def test_traced_flags_sweep_equals_run_simulated_many_per_set():
     last one padded."""
     model = make_backbone("MPNN", jax.random.key(0))
     root = jax.random.key(5)
-    many = sim_run.run_simulated_many(["Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1), root, cfg=CFG)
-    sweep = sim_run.run_simulated_sweep(
+    many = behaviour_run.run_simulated_many(["Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1), root,
+                                            cfg=CFG)
+    sweep = behaviour_run.run_simulated_sweep(
         ["Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1), root, SWEEP_SETS, CFG, episode_chunk=32
     )
     assert len(sweep) == len(SWEEP_SETS)
@@ -645,7 +647,7 @@ def test_traced_flags_sweep_equals_run_simulated_many_per_set():
         reference = (
             many
             if p == 0
-            else sim_run.run_simulated_many(
+            else behaviour_run.run_simulated_many(
                 ["Hybrid-Full", "GILP"], TG, model, TG_TASKS, (0, 1), root, params, CFG
             )
         )
@@ -663,7 +665,7 @@ SWEEP_SETS = (
 )
 
 
-def _assert_same_run(got: sim_run.SimRun, want: sim_run.SimRun, what: str) -> None:
+def _assert_same_run(got: behaviour_run.SimRun, want: behaviour_run.SimRun, what: str) -> None:
     assert (got.method, got.bench, got.kind) == (want.method, want.bench, want.kind), what
     for name in ("task", "task_index", "seed", "H"):
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=what)
@@ -675,7 +677,7 @@ def _assert_same_run(got: sim_run.SimRun, want: sim_run.SimRun, what: str) -> No
         )
 
 
-def _assert_sets_differ(runs: list[sim_run.SimRun]) -> None:
+def _assert_sets_differ(runs: list[behaviour_run.SimRun]) -> None:
     """The sets play different episodes, so a set matched with another's records would fail."""
     for i in range(len(runs)):
         for j in range(i + 1, len(runs)):
@@ -693,13 +695,13 @@ def test_sweep_equals_separate_runs_set_by_set():
     3 x 6 episodes across set boundaries (and pads the last chunk)."""
     tasks = _tasks("taskgraph", 3)
     root = jax.random.key(0)
-    sweep = sim_run.run_simulated_sweep(
+    sweep = behaviour_run.run_simulated_sweep(
         ["Agent-Replan", "Oracle"], TG, None, tasks, (0, 1), root, SWEEP_SETS, CFG, episode_chunk=8
     )
     assert len(sweep) == len(SWEEP_SETS)
     assert all([r.method for r in runs] == ["Agent-Replan", "Oracle"] for runs in sweep)
     for p, params in enumerate(SWEEP_SETS):
         for runs_index, name in enumerate(("Agent-Replan", "Oracle")):
-            alone = sim_run.run_simulated(name, TG, None, tasks, (0, 1), root, params, CFG)
+            alone = behaviour_run.run_simulated(name, TG, None, tasks, (0, 1), root, params, CFG)
             _assert_same_run(sweep[p][runs_index], alone, f"set {p}")
     _assert_sets_differ([runs[0] for runs in sweep])

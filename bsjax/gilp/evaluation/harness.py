@@ -64,7 +64,7 @@ def run_units(method_names: Sequence[str], bench: str, split: str, tasks, model,
     """Event rows and seconds of several methods on one split's tasks. The simulated LLM methods
     share one compiled simulator (`run_simulated_many`); parametric planners run one by one with
     `planner` settings (`ParametricConfig`, default the spec's)."""
-    from bsjax.gilp.behaviour import run as sim_run
+    from bsjax.gilp.behaviour import run as behaviour_run
     rules = registry.get(bench)
     methods = [get_method(m) for m in method_names]
     out = {}
@@ -72,11 +72,11 @@ def run_units(method_names: Sequence[str], bench: str, split: str, tasks, model,
     if simulated:
         start = time.perf_counter()
         needs = any(m.uses_backbone for m in simulated)
-        runs = sim_run.run_simulated_many(simulated, rules, model if needs else None, tasks,
+        runs = behaviour_run.run_simulated_many(simulated, rules, model if needs else None, tasks,
                                           list(seeds), root_key, params)
         seconds = (time.perf_counter() - start) / len(simulated)
         for m, run in zip(simulated, runs):
-            out[m.name] = (sim_run.records_to_events(run, "ood" if split == "test_ood" else "id"),
+            out[m.name] = (behaviour_run.records_to_events(run, "ood" if split == "test_ood" else "id"),
                            seconds)
     for m in methods:
         if m.parametric is not None:

@@ -112,7 +112,7 @@ def backbone_table(trained: dict, planner_runs: dict) -> dict:
 def tau_sweep(out: Path, work: Path, benches: Sequence[str], profile: Profile, params,
               run_seed: int, log: Log) -> dict:
     """GILP on val for each τ_low (Table 5b); all points share one compiled simulator."""
-    from bsjax.gilp.behaviour import run as sim_run
+    from bsjax.gilp.behaviour import run as behaviour_run
     from bsjax.gilp.envs import registry
     path = out / "tau_sweep.json"
     if path.exists():
@@ -123,11 +123,11 @@ def tau_sweep(out: Path, work: Path, benches: Sequence[str], profile: Profile, p
         log(f"tau_low sweep on {bench} val ({len(points)} values)")
         model = workdir.load_backbone(work, bench, MAIN_BACKBONE, profile)
         tasks = workdir.tasks(work, bench, "val", profile.sweep_tasks)
-        runs = sim_run.run_simulated_many(points, registry.get(bench), model, tasks,
+        runs = behaviour_run.run_simulated_many(points, registry.get(bench), model, tasks,
                                           range(profile.sweep_seeds), jax.random.key(run_seed),
                                           params_for(params, bench))
         for tau, run in zip(profile.tau_lows, runs):
-            rows[tau].extend(sim_run.records_to_events(run, "id"))
+            rows[tau].extend(behaviour_run.records_to_events(run, "id"))
     sweep = {tau: metrics.summarise_method(r, tau_low=tau) for tau, r in rows.items()}
     files.write_json_atomic(path, {str(k): v for k, v in sweep.items()})
     return sweep
