@@ -15,13 +15,19 @@ test shows such a captain plays bayes's games), so every point is paired with ba
 game. `--stored` plays only the default captain and pairs it with bayes's stored games of the
 particles-5400 decomposition (seed indices 0-299; the harness replays them exactly). Writes
 `--pair` plays only bayes (by name) and the default captain, as two programs, on the same
-games (`--skip`: leave out the first random boards). Writes `<out>-games.csv.gz` and
+games (`--skip`: leave out the first random boards); with the suite, seed indices past the
+stored ones:
+
+    python experiments/battleship/lookahead/run.py --seeds 100 --first-seed 300 --pair \
+        --out heldout-300
+ Writes `<out>-games.csv.gz` and
 `<out>-table.md` beside this file.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import time
 
@@ -71,6 +77,9 @@ def main() -> None:
     else:
         res = api.play(LookaheadAgent(PAPER), boards="all", seeds=args.seeds,
                        first_seed=args.first_seed, **kw)
+        if args.pair:
+            bayes = api.play("bayes", boards="all", seeds=args.seeds,
+                             first_seed=args.first_seed, **kw).to_pandas()
     wall = time.time() - start
     df = res.to_pandas()
     if args.pair:
@@ -83,8 +92,9 @@ def main() -> None:
     df.to_csv(HERE / f"{args.out}-games.csv.gz", index=False)
     base = df[(df.gamma > 0.94) & (df.margin > 1)].set_index(["board", "seed"])
     rng = np.random.default_rng(0)
+    cores = len(os.sched_getaffinity(0))
     lines = [f"{len(base)} games per row ({args.out}); wall {wall:.0f} s for the rows played, "
-             "one core",
+             f"{cores} core{'s' if cores > 1 else ''}",
              "", "| row | F1 | completion | shots | questions | ΔF1 vs bayes [95% CI] |",
              "|---|---|---|---|---|---|"]
     for (gamma, margin), g in df.groupby(["gamma", "margin"]):
