@@ -47,7 +47,8 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import jax  # noqa: E402
 import pandas as pd  # noqa: E402
-import throughput  # benchmarks/ is on sys.path when this file is run
+import provenance  # benchmarks/ is on sys.path when this file is run
+import throughput
 
 from bsjax.battleship.harness import api, bench, play
 from bsjax.battleship.harness.experiment import RunConfig, validate
@@ -66,12 +67,6 @@ def _version(package: str) -> str | None:
         return None
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                              capture_output=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("BSJAX_COMMIT", "unknown")
 
 
 def plan(sizes: tuple[int, ...] = SIZES, peak_sizes: tuple[int, ...] = PEAK_SIZES) -> list[dict]:
@@ -307,7 +302,7 @@ def main(argv=None) -> int:
     jsonl, png = out / f"{tag}.jsonl", out / f"{tag}.png"
     status = 0
     if not args.plot_only:
-        stamp = {"commit": _commit(), "host": platform.node(),
+        stamp = {"commit": provenance.commit(), "host": platform.node(),
                  "python": platform.python_version(), "jaxlib": _version("jaxlib"),
                  "device_kind": _device_name(),
                  "command": "benchmarks/gpu_bench.py " + " ".join(argv or sys.argv[1:])}

@@ -24,10 +24,10 @@ import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
-import subprocess  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import jax  # noqa: E402
+import provenance  # noqa: E402  (benchmarks/ is on sys.path when this file is run)
 
 from bsjax.battleship.harness import aot, experiment  # noqa: E402
 from bsjax.battleship.harness.experiment import RunConfig  # noqa: E402
@@ -37,12 +37,6 @@ AGENTS = ("random", "greedy", "wma", "bayes", "mra", "wma-reflective")
 SAMPLERS = ("particles", "chain", "importance")
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                              capture_output=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main(argv=None) -> list[dict]:
@@ -55,7 +49,7 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "h100-aot.jsonl"),
                         help="JSON lines appended here ('-': stdout only)")
     args = parser.parse_args(argv)
-    stamp = {"commit": _commit(), "host": platform.node(), "cpu": platform.processor() or
+    stamp = {"commit": provenance.commit(), "host": platform.node(), "cpu": platform.processor() or
              platform.machine(), "jax": jax.__version__, "python": platform.python_version(),
              "date": datetime.date.today().isoformat()}
     rows = []

@@ -24,7 +24,6 @@ import datetime
 import json
 import math
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import provenance  # noqa: E402  (benchmarks/ is on sys.path when this file is run)
 
 from bsjax.battleship.game import rules  # noqa: E402
 from bsjax.battleship.harness import bench, experiment  # noqa: E402
@@ -61,12 +61,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def measure_point(particles: int, sweeps: int, seeds: int, bench_games: int, repeats: int,
@@ -90,7 +84,7 @@ def measure_point(particles: int, sweeps: int, seeds: int, bench_games: int, rep
         "games_per_second": speed["games_per_second"], "ms_per_turn": speed["ms_per_turn"],
         "compile_seconds": speed["compile_seconds"], "bench_games": bench_games,
         "device": speed["device"], "jax": jax.__version__, "python": platform.python_version(),
-        "bsjax_commit": _commit(), "command": " ".join(["python"] + sys.argv),
+        "bsjax_commit": provenance.commit(), "command": " ".join(["python"] + sys.argv),
         "timestamp": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
 
