@@ -237,13 +237,19 @@ class LookaheadAgent(Agent):
     def init_state(self, params):
         return ()
 
+    def _question_pool(self, view: View, turn):
+        """bayes's candidate questions: (`[Kq, W]` regions, `[Kq]` template ids, `[Kq, P]`
+        answers of every particle, `[Kq]` valid: not empty, not asked before)."""
+        regions, template = candidate_regions(self.config, turn.hit_cells, turn.unknown)
+        answers = sim.answers(regions, turn.parts)
+        valid = bitboard.any_set(regions) & ~already_asked(regions, view)
+        return regions, template, answers, valid
+
     def _pick_question(self, params: LookaheadParams, view: View, turn, action):
         """Replace bayes's question (max EIG) by the one of the `n_questions` best by EIG whose
         answer then `question_depth` MAP shots expect the most hits, if it gains more than
         `margin_question` hits."""
-        regions, template = candidate_regions(self.config, turn.hit_cells, turn.unknown)
-        answers = sim.answers(regions, turn.parts)                              # [Kq, P]
-        valid = bitboard.any_set(regions) & ~already_asked(regions, view)
+        regions, template, answers, valid = self._question_pool(view, turn)
         p_yes = answers.astype(jnp.float32) @ turn.parts.weights
         gain = jnp.where(valid, eig.expected_information_gain(p_yes, turn.answers.epsilon),
                          -jnp.inf)
@@ -266,9 +272,7 @@ class LookaheadAgent(Agent):
         times expects more than `margin_ask` hits over shooting first, then asking the best
         question of each branch, then `ask_depth - 1` shots (the same shots and questions in
         two orders). The search only delays bayes's questions; it adds none."""
-        regions, _ = candidate_regions(self.config, turn.hit_cells, turn.unknown)
-        answers = sim.answers(regions, turn.parts)                              # [Kq, P]
-        valid = bitboard.any_set(regions) & ~already_asked(regions, view)
+        _, _, answers, valid = self._question_pool(view, turn)
         run = functools.partial(script_hits, turn.parts.occupancy, turn.parts.weights,
                                 turn.unknown, answers, valid, turn.answers.epsilon)
         shots = ("S",) * (self.ask_depth - 1)
