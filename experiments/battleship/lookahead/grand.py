@@ -4,46 +4,65 @@
 
 Grand's boards (colour and sunk feedback), importance belief with P = 1,000, held-out seed
 indices 100-129 (540 games), one batch of 54 games at a time. Writes `grand-540-games.csv.gz`
-and `grand-540-table.md` beside this file.
+and, from it, `grand-540-table.md` beside this file (ΔF1 by `bsjax.core.stats.paired_bootstrap`);
+`--table-only` rebuilds the table from the committed games.
 """
 
 from __future__ import annotations
 
+import argparse
 import pathlib
 import time
 
-import numpy as np
 import pandas as pd
 
 from bsjax.battleship.harness import api
+from bsjax.core.stats import paired_bootstrap
 
 HERE = pathlib.Path(__file__).parent
 
 
-def main() -> None:
-    games, lines = {}, []
+GAMES, TABLE = HERE / "grand-540-games.csv.gz", HERE / "grand-540-table.md"
+
+
+def play() -> None:
+    """Play both captains on the same games; their rows (and wall seconds) to GAMES."""
+    frames = []
     for agent in ("bayes", "lookahead"):
         start = time.time()
         frame = api.play(agent, protocol="grand", sampler="importance", particles=1000,
                          boards="all", seeds=30, first_seed=100, batch_size=54,
                          progress=False).to_pandas()
-        games[agent] = frame.set_index(["board", "seed"]).sort_index()
-        lines.append((agent, time.time() - start))
-    bayes, look = games["bayes"], games["lookahead"]
-    d = (look.f1 - bayes.f1).to_numpy()
-    rng = np.random.default_rng(0)
-    lo, hi = np.percentile(d[rng.integers(0, len(d), (4000, len(d)))].mean(axis=1), [2.5, 97.5])
-    table = [f"Grand protocol, importance belief P = 1000, seeds 100-129, {len(d)} paired games", "",
-             "| captain | F1 | completion | shots | questions | ΔF1 vs bayes [95% CI] | wall s |",
+        frames.append(frame.assign(agent=agent, wall_s=round(time.time() - start)))
+    pd.concat(frames).to_csv(GAMES, index=False)
+
+
+def table() -> str:
+    """The paired table of GAMES."""
+    games = pd.read_csv(GAMES)
+    bayes, look = (games[games.agent == a].set_index(["board", "seed"]).sort_index()
+                   for a in ("bayes", "lookahead"))
+    assert look.index.equals(bayes.index)
+    delta = paired_bootstrap(look.f1.to_numpy(), bayes.f1.to_numpy())
+    lines = [f"Grand protocol, importance belief P = 1000, seeds 100-129, {len(look)} paired games",
+             "", "| captain | F1 | completion | shots | questions | ΔF1 vs bayes [95% CI] | wall s |",
              "|---|---|---|---|---|---|---|"]
-    for (agent, wall), g in zip(lines, (bayes, look)):
-        delta = "–" if agent == "bayes" else f"{d.mean():+.4f} [{lo:+.4f}, {hi:+.4f}]"
-        table.append(f"| {agent} | {g.f1.mean():.4f} | {g.won.mean():.1%} | {g.shots.mean():.2f} "
-                     f"| {g.questions.mean():.2f} | {delta} | {wall:.0f} |")
-    pd.concat([bayes.assign(agent="bayes"), look.assign(agent="lookahead")]).to_csv(
-        HERE / "grand-540-games.csv.gz")
-    (HERE / "grand-540-table.md").write_text("\n".join(table) + "\n")
-    print("\n".join(table))
+    for agent, g in (("bayes", bayes), ("lookahead", look)):
+        change = ("–" if agent == "bayes"
+                  else f"{delta.mean:+.4f} [{delta.low:+.4f}, {delta.high:+.4f}]")
+        lines.append(f"| {agent} | {g.f1.mean():.4f} | {g.won.mean():.1%} | {g.shots.mean():.2f} "
+                     f"| {g.questions.mean():.2f} | {change} | {g.wall_s.iloc[0]} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--table-only", action="store_true",
+                        help="rebuild the table from the committed games; play nothing")
+    if not parser.parse_args().table_only:
+        play()
+    TABLE.write_text(table())
+    print(TABLE.read_text(), end="")
 
 
 if __name__ == "__main__":
