@@ -8,17 +8,13 @@ EXTRAS ?=
 comma := ,
 ALL_EXTRAS := test,llm,docs$(if $(EXTRAS),$(comma)$(EXTRAS))
 STAMP := $(VENV)/.installed-$(subst $(comma),-,$(ALL_EXTRAS))
-# llama.cpp without native AMX/AVX-512 code (those builds segfault on some CPUs), AVX2 kept for speed;
-# without the multimodal (llava/mtmd) library, which bsjax never loads (14% less compile time).
-LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
-	-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF
 
 .PHONY: run test install bench docs lint clean gpu-check tpu-check gpu-bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e '.[$(ALL_EXTRAS)]'
+	$(BIN)/pip install --quiet -e '.[$(ALL_EXTRAS)]'
 	touch $(STAMP)
 
 install: $(STAMP)

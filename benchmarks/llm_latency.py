@@ -3,24 +3,25 @@
 Builds a fixed set of realistic calls — MRA-LLM revisions (compact JSON state and symbolic
 preview, per-call schema) and LM-only turns (board, status, grouped question ids, per-turn schema
 of the legal actions) from seeded random game states — and answers them with the local model
-under each scheduling setting: `WxT` is W model contexts answering W calls at once with T
-llama.cpp threads each (`1x2`: one context, calls queue; `2x1`: two concurrent workers), and
-`adaptive` (the default of `LocalBackend`) is two contexts sharing two threads among the calls in
-flight: a call alone gets both. Every batch of `--batch` calls is submitted together, as a turn
-of that many games would be.
+under each scheduling setting: `WxT` is W llama.cpp engines answering W calls at once with T
+threads each (`1x2`, the default of `LocalBackend`: one engine, calls queue; `2x1`: two
+concurrent engines). Every batch of `--batch` calls is submitted together, as a turn of that many
+games would be.
 
 One JSON line per (caller, setting) is appended to OUT/llm_latency.jsonl: per-call seconds
-(median, p95), calls/s of the batch, prompt and reply tokens, the system-prefix reuses, and the
+(median, p95), calls/s of the batch, prompt and reply tokens, the system-prefix reuses, a hash
+of the replies (equal across settings when replies do not depend on the scheduling), and the
 machine (CPU count, versions, the command).
 
-    .venv/bin/python benchmarks/llm_latency.py                  # both callers, three settings
-    .venv/bin/python benchmarks/llm_latency.py --callers captain --batch 1 --settings 1x2,adaptive
+    .venv/bin/python benchmarks/llm_latency.py                  # both callers, two settings
+    .venv/bin/python benchmarks/llm_latency.py --callers captain --batch 1 --settings 1x2
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -78,15 +79,11 @@ def captain_calls(rng: np.random.Generator, n: int) -> list[Call]:
 
 
 def measure(caller: str, calls: list[Call], setting: str, batch: int) -> dict:
-    if setting == "adaptive":
-        workers, threads = 2, 2
-        backend = LocalBackend(n_threads=2, workers=2, adaptive=True)
-    else:
-        workers, threads = (int(x) for x in setting.split("x"))
-        backend = LocalBackend(n_threads=workers * threads, workers=workers, adaptive=False)
+    workers, threads = (int(x) for x in setting.split("x"))
+    backend = LocalBackend(n_threads=threads, workers=workers)
     client = LLMClient(backend, None, OPTIONS[caller])
     client.ask(calls[0])  # warm-up: load pages, evaluate the system prefix
-    seconds, tokens_in, tokens_out, valid = [], [], [], 0
+    seconds, tokens_in, tokens_out, valid, replies = [], [], [], 0, []
     start = time.perf_counter()
     for lo in range(0, len(calls), batch):
         for answer in client.ask_all(calls[lo:lo + batch]):
@@ -94,6 +91,7 @@ def measure(caller: str, calls: list[Call], setting: str, batch: int) -> dict:
             tokens_in.append(answer.tokens_in)
             tokens_out.append(answer.tokens_out)
             valid += answer.ok
+            replies.append(answer.text or "")
     wall = time.perf_counter() - start
     return {"caller": caller, "setting": setting, "workers": workers, "threads": threads,
             "calls": len(calls), "batch": batch,
@@ -104,14 +102,15 @@ def measure(caller: str, calls: list[Call], setting: str, batch: int) -> dict:
             "calls_per_second": round(len(calls) / wall, 4), "wall_seconds": round(wall, 2),
             "tokens_in_mean": round(statistics.fmean(tokens_in), 1),
             "tokens_out_mean": round(statistics.fmean(tokens_out), 1),
-            "prefix_reuses": sum(m.prefix_reuses for m in backend._models)}
+            "prefix_reuses": backend.prefix_reuses,
+            "replies_sha256": hashlib.sha256("\x00".join(replies).encode()).hexdigest()[:16]}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--callers", default="revision,captain")
-    parser.add_argument("--settings", default="1x2,2x1,adaptive",
-                        help="WORKERSxTHREADS or adaptive, comma list")
+    parser.add_argument("--settings", default="1x2,2x1",
+                        help="WORKERSxTHREADS, comma list")
     parser.add_argument("--calls", type=int, default=24, help="calls per caller and setting")
     parser.add_argument("--batch", type=int, default=4, help="calls submitted together")
     parser.add_argument("--seed", type=int, default=0)
@@ -121,9 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = [s for s in args.settings.split(",") if s]
     for setting in settings:
         parts = setting.split("x")
-        if setting != "adaptive" and not (len(parts) == 2 and all(p.isdigit() and int(p) > 0
-                                                                   for p in parts)):
-            parser.error(f"--settings takes WORKERSxTHREADS or adaptive (got {setting!r})")
+        if not (len(parts) == 2 and all(p.isdigit() and int(p) > 0 for p in parts)):
+            parser.error(f"--settings takes WORKERSxTHREADS (got {setting!r})")
     if any(c not in OPTIONS for c in callers) or not settings or args.calls < 2 \
             or args.batch < 1:
         parser.error("bad --callers, --settings, --calls or --batch")

@@ -178,62 +178,38 @@ def test_local_model_follows_a_per_call_schema():
     assert json.loads(reply.content)["selected_action"] in ("retry(node_7)", "wait()")
 
 
-def test_local_greedy_grammar_decodes_what_llama_cpps_grammar_sampler_does():
-    """`LocalBackend` decodes a constrained greedy reply by checking the model's own choice first
-    (`local_grammar.GreedyGrammar`); from the same model state its tokens are the built-in
-    grammar sampler's, with a JSON Schema and with plain JSON mode."""
-    from llama_cpp import LogitsProcessorList
+RECORDED_REPLIES = Path(__file__).parent / "data" / "local-replies.jsonl"
 
+
+def test_local_model_replays_the_recorded_replies():
+    """Calls recorded from bsjax's callers (an MRA-LLM revision, two LM-only captain turns, a
+    GILP step) with their replies as committed runs made them: the embedded model answers each
+    with the same text and token counts, in one process, one call after another (the system
+    prefix's KV cells reused)."""
     from bsjax.core.llm.backends import LocalBackend
-    from bsjax.core.llm.local_grammar import GreedyGrammar, grammar_for
-    local = LocalBackend(max_tokens=48)
-    llm = local._models[0].llm
-    schema = {"type": "object", "required": ["selected_action", "changed_nodes"],
-              "properties": {"selected_action": {"type": "string",
-                                                 "enum": ["retry(node_7)", "wait()"]},
-                             "changed_nodes": {"type": "array", "maxItems": 4,
-                                               "items": {"type": "integer", "enum": [0, 3, 7]}}}}
-    messages = [{"role": "system", "content": "Reply in JSON."},
-                {"role": "user", "content": "Node 7 failed. Pick an action and list changed nodes."}]
-    # Plain JSON mode for 12 tokens only: llama.cpp's sampler checks its grammar against the
-    # whole vocabulary at every step (seconds a token), and the model rambles on to the limit.
-    for fmt, tokens in (({"type": "json_object", "schema": schema}, 48),
-                        ({"type": "json_object"}, 12)):
-        llm.reset()  # the same state for both: a reused KV prefix can flip near-ties
-        builtin = llm.create_chat_completion(messages=messages, max_tokens=tokens,
-                                             temperature=0.0, response_format=fmt)
-        processor = GreedyGrammar(llm, *grammar_for(fmt.get("schema")))
-        llm.reset()
-        fast = llm.create_chat_completion(messages=messages, max_tokens=tokens, temperature=0.0,
-                                          logits_processor=LogitsProcessorList([processor]))
-        processor.close()
-        assert fast["choices"][0]["message"]["content"] \
-            == builtin["choices"][0]["message"]["content"]
-        steps = fast["usage"]["completion_tokens"]  # + the step that chose end-of-turn
-        assert processor.fast > 0 and processor.fast + processor.full in (steps, steps + 1)
-        if "schema" in fmt:  # the whole-vocabulary path ran too (the model's pick was refused)
-            assert processor.full > 0
-    llm.reset()
-    reply = local.complete("Reply in JSON.", messages[1]["content"], {"num_predict": 48},
-                           format=schema)
-    assert json.loads(reply.content)["selected_action"] in ("retry(node_7)", "wait()")
+    local = LocalBackend()
+    rows = [json.loads(line) for line in RECORDED_REPLIES.read_text().splitlines()]
+    for row in rows:
+        reply = local.complete(row["system"], row["user"], row["options"], row["format"])
+        assert (reply.content, reply.tokens_in, reply.tokens_out) \
+            == (row["reply"], row["tokens_in"], row["tokens_out"]), row["caller"]
+    assert local.prefix_reuses >= 1  # the two captain turns share their system prefix
 
 
-def test_local_constrained_decoding_fault_is_an_llm_error(monkeypatch):
-    """A fault inside the grammar processor (which llama-cpp-python would swallow, decoding on
-    unconstrained) ends the reply and surfaces as LLMError: a counted fallback, not a crash."""
-    from bsjax.core.llm import local_grammar
+def test_local_engine_faults_are_llm_errors_and_the_next_call_recovers(monkeypatch):
+    """A prompt longer than the context and a grammar llama.cpp cannot parse surface as LLMError
+    (a counted fallback, not a crash); the call after them is answered as from a fresh model."""
+    from bsjax.core.llm import gbnf
     from bsjax.core.llm.backends import LocalBackend
-    calls = []
-
-    def broken(self, input_ids, scores):
-        calls.append(len(input_ids))
-        if len(calls) > 2:
-            raise RuntimeError("grammar state lost")
-        return original(self, input_ids, scores)
-
-    original = local_grammar.GreedyGrammar._constrain
-    monkeypatch.setattr(local_grammar.GreedyGrammar, "_constrain", broken)
-    with pytest.raises(LLMError, match="constrained decoding failed: grammar state lost"):
-        LocalBackend(max_tokens=24, json_mode=True).complete("Reply in JSON.", "Say hi.")
-    assert len(calls) == 3  # the reply ended at the fault
+    schema = {"type": "object", "required": ["pick"], "additionalProperties": False,
+              "properties": {"pick": {"enum": ["fly", "swim"]}}}
+    local = LocalBackend(n_ctx=512, max_tokens=12)
+    expected = LocalBackend(n_ctx=512, max_tokens=12).complete(
+        "Reply in JSON.", "Fly or swim?", None, schema).content
+    with pytest.raises(LLMError, match="context"):
+        local.complete("Reply in JSON.", "word " * 600, None, schema)
+    monkeypatch.setattr(gbnf, "grammar_for", lambda schema: "root ::= undefined-rule")
+    with pytest.raises(LLMError, match="llama.cpp"):
+        local.complete("Reply in JSON.", "Fly or swim?", None, schema)
+    monkeypatch.undo()
+    assert local.complete("Reply in JSON.", "Fly or swim?", None, schema).content == expected

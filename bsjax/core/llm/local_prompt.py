@@ -1,5 +1,5 @@
-"""One llama.cpp context for the embedded model: Gemma's turn format, a reused system-prompt
-prefix and constrained greedy decoding.
+"""One llama.cpp slot for the embedded model: Gemma's turn format, a reused system-prompt prefix
+and constrained decoding.
 
 Gemma has no system role: its template puts the system text at the head of the first user turn
 (`<start_of_turn>user\\n{system}\\n\\n{user}<end_of_turn>\\n<start_of_turn>model\\n`). The prompt is
@@ -8,31 +8,24 @@ rest. The prefix is evaluated once; each call then drops the KV cells after it a
 its own part. Every call therefore starts from the same state — the prefix alone, computed the
 same way — so a reply depends on the prompt only, never on the calls before it.
 
-Replies under a format are decoded greedily under a llama.cpp grammar (`local_grammar`): a JSON
-Schema, or any JSON object for `"json"`.
+The engine keeps the longest run of tokens a request shares with its slot (`cache_prompt`). So
+that this run is exactly the prefix, each call first sends the prefix with one stand-in token
+after it (a token the rest does not start with): the slot then holds the prefix and that token,
+and the call's own request shares the prefix and no more. The first call of a prefix sends the
+prefix alone to a cleared slot, so that its cells are computed as one batch of their own.
+
+Replies under a format are decoded under a llama.cpp grammar (`gbnf`): a JSON Schema's, or any
+JSON object for `"json"`. At temperature 0 the engine picks the highest-scoring token the grammar
+allows; above 0 it draws through top-k 40, top-p 0.95, min-p 0.05 and the temperature, seeded.
 """
 
 from __future__ import annotations
 
-import ctypes
-import json
-
 from bsjax.core.errors import LLMError
+from bsjax.core.llm import gbnf
 
 TURN_OPEN = "<start_of_turn>user\n"
 TURN_CLOSE = "<end_of_turn>\n<start_of_turn>model\n"
-STOP = ["<end_of_turn>"]
-
-_QUIET = None
-
-
-def quiet_llama_logs() -> None:
-    """Route llama.cpp's own log lines nowhere (they are printed on stderr by default)."""
-    global _QUIET
-    import llama_cpp
-    if _QUIET is None:
-        _QUIET = llama_cpp.llama_log_callback(lambda level, text, data: None)
-    llama_cpp.llama_log_set(_QUIET, ctypes.c_void_p(0))
 
 
 def split_prompt(system: str, user: str) -> tuple[str, str]:
@@ -42,83 +35,67 @@ def split_prompt(system: str, user: str) -> tuple[str, str]:
 
 
 class PromptModel:
-    """A Llama context that keeps the KV state of the last system prefix between calls."""
+    """The engine's slot, keeping the KV state of the last system prefix between calls."""
 
-    def __init__(self, path: str, n_ctx: int, seed: int, n_threads: int, verbose: bool = False):
+    def __init__(self, path: str, n_ctx: int, n_threads: int, verbose: bool = False):
         try:
-            from llama_cpp import Llama
+            from bsjax.core.llm.local_llama import Engine
+            self.engine = Engine(path, n_ctx=n_ctx, n_threads=n_threads, verbose=verbose)
         except ImportError as err:
-            raise LLMError("llama-cpp-python is not installed: pip install 'bsjax[llm]'") \
-                from err
-        if not verbose:
-            quiet_llama_logs()
-        self.llm = Llama(model_path=path, n_ctx=n_ctx, seed=seed, verbose=verbose,
-                         n_threads=n_threads, n_threads_batch=n_threads)
-        if not verbose:  # Llama() installs its own logger on load
-            quiet_llama_logs()
+            raise LLMError("xllamacpp is not installed: pip install 'bsjax[llm]'") from err
+        except (RuntimeError, OSError, ValueError) as err:
+            raise LLMError(f"llama.cpp cannot load {path}: {err}") from err
         self._prefix_text: str | None = None
         self._prefix: list[int] = []
+        self._holds_prefix = False  # the slot's cells begin with exactly the prefix's
         self.prefix_reuses = 0
 
-    def set_threads(self, n_threads: int) -> None:
-        """Threads for decoding and prompt evaluation from the next call on."""
-        import llama_cpp
-        llama_cpp.llama_set_n_threads(self.llm._ctx.ctx, int(n_threads), int(n_threads))
-
     def tokens(self, text: str, bos: bool = False) -> list[int]:
-        return self.llm.tokenize(text.encode("utf-8"), add_bos=bos, special=True)
+        return self.engine.tokenize(text, bos=bos)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokens(text))
 
-    def _start_from_prefix(self, prefix_text: str) -> list[int]:
-        """Leave exactly the prefix in the KV cache (evaluating it only when it changed)."""
-        llm = self.llm
+    def _start_from_prefix(self, prefix_text: str, first: int) -> list[int]:
+        """Leave the slot holding the prefix's cells and one stand-in (≠ `first`) after them."""
         if prefix_text != self._prefix_text:
             self._prefix_text, self._prefix = prefix_text, self.tokens(prefix_text, bos=True)
-        n = len(self._prefix)
-        kept = (llm.n_tokens >= n and list(llm.input_ids[:n]) == self._prefix
-                and llm._ctx.kv_cache_seq_rm(-1, n, -1))
+            self._holds_prefix = False
+        self._holds_prefix, kept = False, self._holds_prefix
         if kept:
-            llm.n_tokens = n
+            stand_in = 1 if first == 0 else 0
+            self.engine.complete({"prompt": self._prefix + [stand_in], "n_predict": 1,
+                                  "temperature": 0.0, "cache_prompt": True, "id_slot": 0})
             self.prefix_reuses += 1
         else:
-            llm.reset()
-            llm.eval(self._prefix)
+            self.engine.complete({"prompt": self._prefix, "n_predict": 1, "temperature": 0.0,
+                                  "cache_prompt": False, "id_slot": 0})
+        self._holds_prefix = True
         return self._prefix
 
     def complete(self, system: str, user: str, fmt: dict | str, max_tokens: int,
                  temperature: float = 0.0, seed: int = 0) -> tuple[str, int, int]:
         """(reply text, prompt tokens, completion tokens) for one call under `fmt` (a JSON
         Schema, "json", or "" for free text)."""
-        from llama_cpp import LogitsProcessorList, llama_grammar
-
-        from bsjax.core.llm.local_grammar import GreedyGrammar, grammar_for
-        prefix_text, rest = split_prompt(system, user)
-        prompt = self._start_from_prefix(prefix_text) + self.tokens(rest)
-        kwargs = dict(prompt=prompt, max_tokens=max_tokens, temperature=temperature, seed=seed,
-                      stop=STOP)
-        constrained = None
+        prefix_text, rest_text = split_prompt(system, user)
+        rest = self.tokens(rest_text)
+        prompt = self._start_from_prefix(prefix_text, rest[0] if rest else -1) + rest
+        request = {"prompt": prompt, "n_predict": int(max_tokens), "cache_prompt": True,
+                   "id_slot": 0, "temperature": float(temperature), "seed": int(seed),
+                   "top_k": 40, "top_p": 0.95, "min_p": 0.05}
         if fmt != "" and fmt is not None:
-            schema = fmt if isinstance(fmt, dict) else None
-            if temperature == 0.0:  # the same tokens as llama.cpp's grammar sampler, faster
-                constrained = GreedyGrammar(self.llm, *grammar_for(schema))
-                kwargs["logits_processor"] = LogitsProcessorList([constrained])
-            else:
-                kwargs["grammar"] = (llama_grammar.LlamaGrammar.from_json_schema(
-                    json.dumps(schema), verbose=False) if schema is not None else
-                    llama_grammar.LlamaGrammar.from_string(llama_grammar.JSON_GBNF,
-                                                           verbose=False))
+            request["grammar"] = gbnf.grammar_for(fmt if isinstance(fmt, dict) else None)
         try:
-            reply = self.llm.create_completion(**kwargs)
-            if constrained is not None:
-                constrained.check()
-        finally:
-            if constrained is not None:
-                constrained.close()
+            reply = self.engine.complete(request)
+        except RuntimeError:
+            self._holds_prefix = False  # what the slot holds after a failed request is unknown
+            raise
+        choice = reply["choices"][0]
         usage = reply.get("usage") or {}
-        return (reply["choices"][0].get("text") or "", usage.get("prompt_tokens"),
-                usage.get("completion_tokens"))
+        n_out = usage.get("completion_tokens")
+        if isinstance(n_out, int) and choice.get("finish_reason") == "stop":
+            n_out -= 1  # the engine counts the end-of-turn token; bsjax counts the reply's own
+        return choice.get("text") or "", len(prompt), n_out
 
 
-__all__ = ["PromptModel", "quiet_llama_logs", "split_prompt"]
+__all__ = ["PromptModel", "split_prompt"]
