@@ -78,6 +78,14 @@ def captain_calls(rng: np.random.Generator, n: int) -> list[Call]:
     return calls
 
 
+def engine_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return f"xllamacpp {version('xllamacpp')}"
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def measure(caller: str, calls: list[Call], setting: str, batch: int) -> dict:
     workers, threads = (int(x) for x in setting.split("x"))
     backend = LocalBackend(n_threads=threads, workers=workers)
@@ -129,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     machine = {"cpus": os.cpu_count(), "python": platform.python_version(),
                "processor": platform.processor() or platform.machine(),
-               "date": datetime.date.today().isoformat(),
+               "date": datetime.date.today().isoformat(), "engine": engine_version(),
                "command": "python benchmarks/llm_latency.py " + " ".join(argv or sys.argv[1:])}
     for caller in callers:
         rng = np.random.default_rng(args.seed)
