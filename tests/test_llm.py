@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -213,3 +214,64 @@ def test_local_engine_faults_are_llm_errors_and_the_next_call_recovers(monkeypat
         local.complete("Reply in JSON.", "Fly or swim?", None, schema)
     monkeypatch.undo()
     assert local.complete("Reply in JSON.", "Fly or swim?", None, schema).content == expected
+
+
+def test_local_engine_ignores_proxy_settings(monkeypatch):
+    """The engine's loopback port is reached directly even where the environment names an HTTP
+    proxy (one that refuses every connection here)."""
+    from bsjax.core.llm.backends import LocalBackend
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    assert LocalBackend(n_ctx=256).count_tokens("Fly or swim?") == 4
+
+
+class _FakeEngine:
+    """A stand-in for one llama.cpp engine: records how many threads run at once."""
+
+    running = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def __init__(self, threads: int, log: list):
+        self.threads, self.log = threads, log
+
+    def complete(self, system, user, fmt, max_tokens, temperature=0.0, seed=0):
+        cls = _FakeEngine
+        with cls.lock:
+            cls.running += self.threads
+            cls.peak = max(cls.peak, cls.running)
+            self.log.append(self.threads)
+        time.sleep(0.05)
+        with cls.lock:
+            cls.running -= self.threads
+        return f"reply to {user}", 1, 1
+
+
+def _scheduled_backend(workers: int):
+    """A LocalBackend whose engines are `_FakeEngine`s (the scheduler alone, no model)."""
+    from bsjax.core.llm import backends, local_prompt
+    log: list[int] = []
+    original = local_prompt.PromptModel
+    local_prompt.PromptModel = lambda path, n_ctx, threads, verbose: _FakeEngine(threads, log)
+    try:
+        backend = backends.LocalBackend(model_path="unused.gguf", n_threads=1, workers=workers)
+    finally:
+        local_prompt.PromptModel = original
+    return backend, log
+
+
+def test_engines_answer_side_by_side_and_never_more_at_once_than_there_are():
+    """Calls submitted together run on the free engines side by side, each call on one engine;
+    with one engine they queue."""
+    from concurrent.futures import ThreadPoolExecutor
+    for workers in (1, 2):
+        backend, log = _scheduled_backend(workers)
+        assert backend.parallel == workers
+        _FakeEngine.running = _FakeEngine.peak = 0
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            replies = list(pool.map(lambda i: backend.complete("s", f"call {i}").content,
+                                    range(8)))
+        assert replies == [f"reply to call {i}" for i in range(8)]
+        assert _FakeEngine.peak == workers and len(log) == 8

@@ -45,6 +45,8 @@ class Engine:
         params.api_keys = [self._key]
         self._server = xllamacpp.Server(params)
         self._url = self._server.listening_address.rstrip("/")
+        # Straight to the loopback port, whatever proxy the environment names.
+        self._http = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def complete(self, request: dict) -> dict:
         """The engine's reply to one completion request; raises RuntimeError for its errors
@@ -61,7 +63,7 @@ class Engine:
         request = urllib.request.Request(
             f"{self._url}/tokenize", data=body.encode("utf-8"),
             headers={"Content-Type": "application/json", "Authorization": f"Bearer {self._key}"})
-        with urllib.request.urlopen(request, timeout=60) as response:
+        with self._http.open(request, timeout=60) as response:
             return [int(t) for t in json.loads(response.read())["tokens"]]
 
 
