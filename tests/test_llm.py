@@ -275,3 +275,18 @@ def test_engines_answer_side_by_side_and_never_more_at_once_than_there_are():
                                     range(8)))
         assert replies == [f"reply to call {i}" for i in range(8)]
         assert _FakeEngine.peak == workers and len(log) == 8
+
+
+def test_a_batch_of_games_gets_two_engines_on_half_the_threads_each(monkeypatch):
+    """`make_backend("local", concurrent=True)` (games played in batches): two one-thread
+    engines for two threads; one call at a time gets one engine with all of them."""
+    from bsjax.core.llm import backends, local_prompt
+    monkeypatch.setenv("BSJAX_LLM_THREADS", "2")
+    monkeypatch.setattr(backends, "local_model_path", lambda: "unused.gguf")
+    monkeypatch.setattr(local_prompt, "PromptModel",
+                        lambda path, n_ctx, threads, verbose: _FakeEngine(threads, []))
+    batched = backends.make_backend("local", concurrent=True)
+    assert [m.threads for m in batched._models] == [1, 1]
+    assert [m.threads for m in backends.make_backend("local")._models] == [2]
+    monkeypatch.setenv("BSJAX_LLM_THREADS", "1")
+    assert [m.threads for m in backends.make_backend("local", concurrent=True)._models] == [1]

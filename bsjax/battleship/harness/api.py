@@ -137,8 +137,8 @@ def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
             raise UsageError(str(err)) from None
         games = experiment.game_list(board_list, seeds, first_seed)
         specs = [dataclasses.replace(g, params=tree) for tree in trees for g in games]
-        reviser, captain = llm_setup.make_llm_hosts(cfg, player)
         size = min(batch_size or 512, len(specs) if batch_size else len(games))
+        reviser, captain = llm_setup.make_llm_hosts(cfg, player, games_at_once=size)
         runner = BatchRunner(player, size, reviser, captain, devices=devices)
         bar = GameProgress(label=name) if progress else None
         if bar is not None:

@@ -451,7 +451,8 @@ def _play_group(cfgs: list[RunConfig], plans: list[_RunPlan], game_config: GameC
                 batch = decided.batch_size
                 print(f"--batch-size auto: {decided.describe()}", file=sys.stderr)
             monitor = getattr(progress, "llm_event", None)
-            reviser, captain = llm_setup.make_llm_hosts(first, player, plans[0].out, monitor)
+            reviser, captain = llm_setup.make_llm_hosts(first, player, plans[0].out, monitor,
+                                                        games_at_once=min(batch, len(todo)))
             runner = BatchRunner(player, batch, reviser, captain, devices=first.devices)
             batch = runner.batch_size  # rounded up to whole slices per device
         done = sum(len(plan.done_rows) for plan in plans)

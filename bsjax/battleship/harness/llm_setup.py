@@ -57,16 +57,17 @@ def uses_llm(agent) -> str | None:
     return "revision" if agent.llm else None
 
 
-def make_llm_client(cfg, caller: str, cache_path: Path | None = None):
+def make_llm_client(cfg, caller: str, cache_path: Path | None = None, concurrent: bool = False):
     """The run's LLMClient: the configured backend, the call cache at `cache_path` (for a model;
     the uniform policy and `none` keep none) and the caller's options. A backend that cannot be
-    loaded never stops a run: it is replaced by `none`, so every request falls back, counted."""
+    loaded never stops a run: it is replaced by `none`, so every request falls back, counted.
+    `concurrent`: games play in batches, so calls come several at a time."""
     from bsjax.core.llm.backends import LLMError, NoBackend, make_backend
     from bsjax.core.llm.call_cache import CallCache
     from bsjax.core.llm.structured import LLMClient
     try:
         backend = make_backend(cfg.llm, cfg.llm_host, cfg.model, cfg.llm_timeout,
-                               seed=cfg.run_seed, verbose=cfg.verbose)
+                               seed=cfg.run_seed, verbose=cfg.verbose, concurrent=concurrent)
     except LLMError as err:
         print(f"bsjax: warning: LLM backend unavailable ({err}); every LLM turn falls back",
               file=sys.stderr)
@@ -77,14 +78,16 @@ def make_llm_client(cfg, caller: str, cache_path: Path | None = None):
     return LLMClient(backend, cache, options)
 
 
-def make_llm_hosts(cfg, player, out: Path | None = None, monitor=None):
+def make_llm_hosts(cfg, player, out: Path | None = None, monitor=None, games_at_once: int = 1):
     """(reviser, captain) for the BatchRunner: the L4 revision host or the LM-only captain host
-    of agents that need an LLM, with replies cached in OUT/calls.jsonl; (None, None) otherwise."""
+    of agents that need an LLM, with replies cached in OUT/calls.jsonl; (None, None) otherwise.
+    `games_at_once`: the batch size (its games' calls come together)."""
     caller = uses_llm(player.agent)
     if caller is None:
         return None, None
     from bsjax.battleship.harness.llm_host import CaptainHost, RevisionHost
-    client = make_llm_client(cfg, caller, out / "calls.jsonl" if out is not None else None)
+    client = make_llm_client(cfg, caller, out / "calls.jsonl" if out is not None else None,
+                             concurrent=games_at_once > 1)
     schema = cfg.llm_format == "schema"
     if caller == "revision":
         return RevisionHost(client, player.agent.presets, schema, monitor), None

@@ -302,15 +302,21 @@ class NoBackend(Backend):
 
 
 def make_backend(kind: str, host: str | None = None, model: str | None = None,
-                 timeout: float = 30.0, retries: int = 1, seed: int = 0, verbose: bool = False):
+                 timeout: float = 30.0, retries: int = 1, seed: int = 0, verbose: bool = False,
+                 concurrent: bool = False):
     """A backend by name (`BACKENDS`); raises ValueError for an unknown one or a bad host/model,
-    LLMError when the local model cannot be loaded."""
+    LLMError when the local model cannot be loaded. `concurrent`: calls will mostly come several
+    at a time (a batch of games), so the local model runs two engines on half the threads each
+    (more calls per second; the same replies)."""
     if kind == "ollama":
         return OllamaBackend(host=check_host(host or DEFAULT_OLLAMA_HOST),
                              model=check_model(model or DEFAULT_OLLAMA_MODEL), timeout=timeout,
                              retries=retries)
     if kind == "local":
-        return LocalBackend(verbose=verbose)
+        threads = llm_threads()
+        if concurrent and threads >= 2:
+            return LocalBackend(n_threads=threads // 2, workers=2, verbose=verbose)
+        return LocalBackend(n_threads=threads, verbose=verbose)
     if kind == "uniform":
         return UniformBackend(seed=seed)
     if kind == "none":
