@@ -48,7 +48,7 @@ def replayed(tmp_path_factory):
         committed.get("title", ""), committed.get("param"), committed.get("baseline"))
     caches = {}
 
-    def replay_only(cfg, caller, cache_path=None):
+    def replay_only(cfg, caller, cache_path=None, concurrent=False):
         """The local model's client, answering from the committed call cache only."""
         row = cache_path.parent.name
         copy, committed = out / f"{row}-calls.jsonl", COMMITTED / "runs" / row / "calls.jsonl"
@@ -61,9 +61,9 @@ def replayed(tmp_path_factory):
 
     patch = pytest.MonkeyPatch()
     patch.setattr(llm_setup, "make_llm_client",
-                  lambda cfg, caller, cache_path=None: (
+                  lambda cfg, caller, cache_path=None, concurrent=False: (
                       replay_only(cfg, caller, cache_path) if cfg.llm == "local"
-                      else _real_client(cfg, caller, cache_path)))
+                      else _real_client(cfg, caller, cache_path, concurrent)))
     try:
         study_lib.run(study, out / "study")
     finally:
