@@ -290,3 +290,12 @@ def test_a_batch_of_games_gets_two_engines_on_half_the_threads_each(monkeypatch)
     assert [m.threads for m in backends.make_backend("local")._models] == [2]
     monkeypatch.setenv("BSJAX_LLM_THREADS", "1")
     assert [m.threads for m in backends.make_backend("local", concurrent=True)._models] == [1]
+
+
+def test_the_engine_is_built_without_avx512_or_amx_code():
+    """llama.cpp builds that use AVX-512 or AMX crash on some CPUs; the engine's build reports
+    the instruction sets it was compiled for (on this CPU too, which may have both)."""
+    import xllamacpp
+    info = xllamacpp.get_system_info()
+    assert "AVX2 = 1" in info
+    assert "AVX512" not in info and "AMX" not in info
