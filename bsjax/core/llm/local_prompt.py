@@ -57,7 +57,8 @@ class PromptModel:
         return len(self.tokens(text))
 
     def _start_from_prefix(self, prefix_text: str, first: int) -> list[int]:
-        """Leave the slot holding the prefix's cells and one stand-in (≠ `first`) after them."""
+        """Leave the slot holding the prefix's cells first: alone, computed afresh, when the
+        prefix is new; else the kept cells and one stand-in token (≠ `first`) after them."""
         if prefix_text != self._prefix_text:
             self._prefix_text, self._prefix = prefix_text, self.tokens(prefix_text, bos=True)
             self._holds_prefix = False
