@@ -48,10 +48,6 @@ _PRIMITIVES = {
     "null": '"null" space',
     "string": r'"\"" char* "\"" space',
 }
-_NEEDS = {"integer": ("integral-part", "space"), "number": ("integral-part", "decimal-part",
-                                                            "space"),
-          "boolean": ("space",), "null": ("space",), "string": ("char", "space"),
-          "char": (), "integral-part": (), "decimal-part": (), "space": ()}
 _KNOWN_KEYS = {"type", "enum", "const", "properties", "required", "additionalProperties",
                "items", "minItems", "maxItems", "minLength", "maxLength", "minimum", "maximum",
                "description", "title"}
@@ -84,9 +80,11 @@ class _Grammar:
         self.rules: dict[str, str] = {}
 
     def primitive(self, name: str) -> str:
+        """`name`'s rule, added with the primitive rules it refers to."""
         if name not in self.rules:
-            self.rules[name] = _PRIMITIVES[name]
-            for need in _NEEDS[name]:
+            body = self.rules[name] = _PRIMITIVES[name]
+            unquoted = re.sub(r'"(?:[^"\\]|\\.)*"|\[[^\]]*\]', " ", body)
+            for need in set(re.findall(r"[a-z][a-z-]*", unquoted)) & set(_PRIMITIVES):
                 self.primitive(need)
         return name
 

@@ -59,18 +59,14 @@ class PromptModel:
     def _start_from_prefix(self, prefix_text: str, first: int) -> list[int]:
         """Leave the slot holding the prefix's cells first: alone, computed afresh, when the
         prefix is new; else the kept cells and one stand-in token (≠ `first`) after them."""
+        kept = self._holds_prefix and prefix_text == self._prefix_text
         if prefix_text != self._prefix_text:
             self._prefix_text, self._prefix = prefix_text, self.tokens(prefix_text, bos=True)
-            self._holds_prefix = False
-        self._holds_prefix, kept = False, self._holds_prefix
-        if kept:
-            stand_in = 1 if first == 0 else 0
-            self.engine.complete({"prompt": self._prefix + [stand_in], "n_predict": 1,
-                                  "temperature": 0.0, "cache_prompt": True, "id_slot": 0})
-            self.prefix_reuses += 1
-        else:
-            self.engine.complete({"prompt": self._prefix, "n_predict": 1, "temperature": 0.0,
-                                  "cache_prompt": False, "id_slot": 0})
+        self._holds_prefix = False  # until the engine has answered
+        stand_in = [1 if first == 0 else 0] if kept else []
+        self.engine.complete({"prompt": self._prefix + stand_in, "n_predict": 1,
+                              "temperature": 0.0, "cache_prompt": kept, "id_slot": 0})
+        self.prefix_reuses += kept
         self._holds_prefix = True
         return self._prefix
 
