@@ -227,6 +227,38 @@ def test_local_engine_ignores_proxy_settings(monkeypatch):
     assert LocalBackend(n_ctx=256).count_tokens("Fly or swim?") == 4
 
 
+_DROP_ENGINES = """
+import os, sys
+os.sched_setaffinity(0, {int(sys.argv[1])})
+from bsjax.core.llm.backends import local_model_path
+from bsjax.core.llm.local_llama import Engine
+for _ in range(3):
+    Engine(str(local_model_path()), n_ctx=256, n_threads=1)  # made and dropped, never asked
+print("stopped")
+"""
+
+
+def test_an_engine_dropped_as_soon_as_it_is_made_stops():
+    """An engine's task loop starts after its constructor returns; one dropped before the loop
+    ran would wait for it forever. Made and dropped on a CPU shared with two busy processes
+    (which delays the loop's start: the engine stopped at the second drop without the guard),
+    three engines stop, in a child process so that a hang is a failure."""
+    import os
+    import subprocess
+    import sys
+    cpu = min(os.sched_getaffinity(0))
+    busy = f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
+    hogs = [subprocess.Popen([sys.executable, "-c", busy]) for _ in range(2)]
+    try:
+        child = subprocess.run([sys.executable, "-c", _DROP_ENGINES, str(cpu)],
+                               capture_output=True, text=True, timeout=60)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert child.returncode == 0 and child.stdout.strip() == "stopped", child.stderr[-400:]
+
+
 class _FakeEngine:
     """A stand-in for one llama.cpp engine: records how many threads run at once."""
 

@@ -43,7 +43,12 @@ class Engine:
             params.verbosity = -1
         self._key = secrets.token_hex(16)
         params.api_keys = [self._key]
+        params.endpoint_metrics = True
         self._server = xllamacpp.Server(params)
+        # The engine's constructor returns before its task loop has started; a server dropped
+        # then waits forever for a loop that missed the stop. A metrics request is answered by
+        # that loop, so once it returns the loop runs and the engine can be dropped any time.
+        self._server.handle_metrics()
         self._url = self._server.listening_address.rstrip("/")
         # Straight to the loopback port, whatever proxy the environment names.
         self._http = urllib.request.build_opener(urllib.request.ProxyHandler({}))
