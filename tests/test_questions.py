@@ -18,6 +18,8 @@ from bsjax.battleship.game import questions as q
 SETTINGS = settings(max_examples=60, deadline=None)
 
 hit_clusters_j = jax.jit(q.hit_clusters, static_argnames=("rows", "cols"))
+# With a hit bound, by platform (this CPU: the loop); one compile per shape and bound.
+hit_clusters_by_platform_j = jax.jit(q.hit_clusters, static_argnames=("rows", "cols", "max_hits"))
 frontier_j = jax.jit(q.frontier, static_argnames=("rows", "cols"))
 frontier_ring_j = jax.jit(q.frontier_ring, static_argnames=("rows", "cols"))
 cluster_neighborhood_j = jax.jit(q.cluster_neighborhood, static_argnames=("rows", "cols"))
@@ -282,11 +284,13 @@ def test_hit_clusters_with_a_hit_bound_are_the_same_labels(rows, cols, data):
     # Eagerly: a jit per drawn bound would compile up to C unrolled programs.
     bounded = q.hit_clusters(jnp.asarray(hit), rows, cols, max_hits, unroll=True)
     assert np.asarray(bounded).tolist() == bfs_labels(hit.tolist(), rows, cols)
-    loop = q.hit_clusters(jnp.asarray(hit), rows, cols, max_hits, unroll=False)
+    # The loop (`unroll=False` is the loop without a bound), compiled once per shape.
+    loop = hit_clusters_j(jnp.asarray(hit), rows=rows, cols=cols)
     assert np.asarray(bounded).tolist() == np.asarray(loop).tolist()
     # By platform (this CPU: the loop), the same.
-    assert np.asarray(q.hit_clusters(jnp.asarray(hit), rows, cols, max_hits)).tolist() == (
-        bfs_labels(hit.tolist(), rows, cols))
+    by_platform = hit_clusters_by_platform_j(jnp.asarray(hit), rows=rows, cols=cols,
+                                             max_hits=max_hits)
+    assert np.asarray(by_platform).tolist() == bfs_labels(hit.tolist(), rows, cols)
 
 
 def test_hit_clusters_bound_on_the_longest_snake():

@@ -49,8 +49,8 @@ def _without_wall_time(rows: str) -> str:
 
 
 def test_four_devices_play_the_one_device_games():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
-               JAX_PLATFORMS="cpu")
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4"
+    env = dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
     done = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(CASES)], env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
