@@ -18,7 +18,7 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 os.environ.setdefault("BSJAX_LLM_THREADS", "1")
 
 # XLA's classic CPU emitters instead of its fusion emitters: the same programs and games (the
-# committed games, made without it, are replayed here game for game) in 12-23% less compile
+# committed games, made without it, are replayed here game for game) in 19-25% less compile
 # time and the same run time (docs/throughput.md). Only where this jaxlib knows the flag (XLA
 # aborts on an unknown one), asked once: the xdist workers and subprocesses inherit it.
 _CLASSIC_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
