@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -238,12 +239,12 @@ print("stopped")
 """
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pins processes to one CPU (Linux)")
 def test_an_engine_dropped_as_soon_as_it_is_made_stops():
     """An engine's task loop starts after its constructor returns; one dropped before the loop
     ran would wait for it forever. Made and dropped on a CPU shared with two busy processes
     (which delays the loop's start: without the guard, the second drop never returned), two
     engines stop, in a child process so that a hang is a failure."""
-    import os
     import subprocess
     import sys
     cpu = min(os.sched_getaffinity(0))
