@@ -25,7 +25,7 @@ run: $(STAMP)
 	$(BIN)/bsjax paper --out results/make-run --resume
 
 # Three workers on two cores: a worker waiting for a subprocess or the embedded model leaves a
-# core to the others (cold run on 2 cores: 631 s, against 690 s with two workers).
+# core to the others (cold suite on 2 cores, same tree: 631 s, against 711 s with two workers).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder
 

@@ -1,4 +1,5 @@
 import os
+import subprocess
 import sys
 
 # Tests import helpers from tests/support.py.
@@ -25,7 +26,6 @@ _CLASSIC_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 
 
 def _with_classic_emitters(flags: str) -> str:
-    import subprocess
     probe = subprocess.run([sys.executable, "-c", "import jax; jax.devices('cpu')"],
                            env={**os.environ, "XLA_FLAGS": f"{flags} {_CLASSIC_EMITTERS}"},
                            capture_output=True)

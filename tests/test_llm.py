@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -245,8 +247,6 @@ def test_an_engine_dropped_as_soon_as_it_is_made_stops():
     ran would wait for it forever. Made and dropped on a CPU shared with two busy processes
     (which delays the loop's start: without the guard, the second drop never returned), two
     engines stop, in a child process so that a hang is a failure."""
-    import subprocess
-    import sys
     cpu = min(os.sched_getaffinity(0))
     busy = f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
     hogs = [subprocess.Popen([sys.executable, "-c", busy]) for _ in range(2)]
