@@ -18,7 +18,7 @@ from bsjax.battleship.harness.play import play_batch
 
 
 def _setup(**overrides):
-    cfg = RunConfig(boards="B01,B02", seeds=2, particles=32, **overrides)
+    cfg = RunConfig(**{"boards": "B01,B02", "seeds": 2, "particles": 32, **overrides})
     game_config, boards = experiment.validate(cfg)
     return cfg, experiment.make_player(cfg, game_config), game_list(boards, cfg.seeds)
 
@@ -114,3 +114,50 @@ def test_the_gpu_autotuning_level_is_checked(monkeypatch):
     monkeypatch.setenv(play.AUTOTUNE_VARIABLE, "fast")
     with pytest.raises(ValueError, match="must be 0, 1, 2, 3 or 4"):
         play.compiler_options()
+
+
+def test_agents_with_one_belief_share_its_compiled_init_and_get_init_ones_values():
+    """The first belief is compiled once for every agent on the same sampler and batch
+    (`harness.initial`), and the two programs give `vmap(init_one)`'s states and carries."""
+    from bsjax.battleship.harness import initial
+
+    runners = {}
+    for agent in ("greedy", "wma"):
+        cfg, player, games = _setup(agent=agent, seeds=3)  # a batch no other test plays
+        before = len(initial._BELIEFS)
+        runners[agent] = BatchRunner(player, len(games), reuse=False)
+        runners[agent].play(games, cfg.run_seed)
+        assert len(initial._BELIEFS) == before + (agent == "greedy")
+    assert runners["greedy"]._init._belief is runners["wma"]._init._belief
+
+    seeds = np.asarray([g.game_seed for g in games], np.int64)
+    keys = game_keys(cfg.run_seed, seeds, np.asarray([g.seed_index for g in games]))
+    args = (keys, _params(player, len(games)), jnp.asarray([g.spans for g in games], jnp.int32),
+            jnp.asarray(seeds.astype(np.int32)))
+    split = runners["wma"]._init(*args)
+    whole = jax.jit(jax.vmap(player.init_one))(*args)
+    assert jax.tree.structure(split) == jax.tree.structure(whole)
+    for a, b in zip(jax.tree.leaves(split), jax.tree.leaves(whole)):
+        a, b = (jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x
+                for x in (a, b))
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_runner_traces_one_turn_once():
+    """The records' shapes and the turn loop come from one trace of the turn (`batch_turn`)."""
+    from bsjax.battleship.harness import play
+
+    cfg, player, games = _setup(agent="greedy", seeds=3)
+    traces = []
+    real_turn = player.turn_one
+
+    def counted(self, *args):
+        traces.append(1)
+        return real_turn(*args)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(type(player), "turn_one", counted)
+        play.batch_turn.cache_clear()
+        BatchRunner(player, len(games), reuse=False).play(games, cfg.run_seed)
+    play.batch_turn.cache_clear()
+    assert len(traces) == 1

@@ -16,6 +16,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from bsjax.battleship.game import bitboard, questions, rules
+from bsjax.battleship.harness.initial import BatchInit
 from bsjax.battleship.harness.play import (
     compiler_options,
     empty_records,
@@ -174,7 +175,8 @@ class BatchRunner:
         # Outputs pinned to the game mesh, so every turn's inputs arrive sharded as compiled.
         jit = (jax.jit if self.sharding is None
                else lambda f: jax.jit(f, out_shardings=self.sharding))
-        self._init = jit(jax.vmap(player.init_one))
+        # The first states and beliefs; the belief's program is shared by every agent.
+        self._init = BatchInit(player, self.sharding)
         # Turns run in the graph until a game needs the host (`play.play_turns`); the buffer of
         # records is donated, so each segment writes in place.
         self._turns = jax.jit(functools.partial(play_turns, player), donate_argnums=(4,),
@@ -214,10 +216,9 @@ class BatchRunner:
             self._compiled = True  # compile_seconds stays 0: nothing was compiled
             return
         start = time.perf_counter()
-        self._init = self._init.lower(keys, params, truths, seeds).compile()
         # The init's output shapes, not its outputs: running it here would count the work of a
         # batch's initial belief as compile time.
-        states, carries = self._init.out_info
+        states, carries = self._init.compile(keys, params, truths, seeds)
         turn_keys = self._fold(keys, 0)
         if self.captain is not None:
             actions = self._place(self._host_actions(np.zeros(keys.shape[0], np.int32),

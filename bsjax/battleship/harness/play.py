@@ -44,11 +44,19 @@ def turn_keys(keys: jax.Array, turn: jax.Array) -> jax.Array:
     return jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, turn)
 
 
+@functools.lru_cache(maxsize=32)
+def batch_turn(player):
+    """`jax.jit(jax.vmap(player.turn_one))`, one per player: `record_shapes` traces a turn to
+    find the records' shapes, and `play_turns` calls the same function, so the loop's compile
+    reuses that trace instead of tracing the turn again (XLA inlines the call: same program)."""
+    return jax.jit(jax.vmap(player.turn_one), inline=True)
+
+
 def record_shapes(player, keys: jax.Array, params, states: GameState, carries) -> TurnRecord:
     """Shapes of the records of a whole game, each leaf `[G, T, ...]` (`jax.ShapeDtypeStruct`).
 
-    Found by tracing a turn, which costs as much as a compile step: a runner keeps the result."""
-    turn_fn = jax.vmap(player.turn_one)
+    Found by tracing a turn, which `play_turns` then reuses (`batch_turn`)."""
+    turn_fn = batch_turn(player)
     shapes = jax.eval_shape(turn_fn, keys, params, states, carries)[2]
     turns = player.config.max_turns
     return jax.tree.map(
@@ -82,7 +90,7 @@ def play_turns(player, keys: jax.Array, params, states: GameState, carries, buff
       (states, carries, buffer, turn, requests): turn is one past the last turn played;
       requests `[G]` bool the real games that asked for the host on that turn.
     """
-    turn_fn = jax.vmap(player.turn_one)
+    turn_fn = batch_turn(player)
     max_turns = player.config.max_turns
 
     def in_body(states, turn, requests):

@@ -66,10 +66,18 @@ class Player:
     def init_one(self, key: jax.Array, params: PlayParams, truth_spans: jax.Array,
                  game_seed: jax.Array):
         """One game's (GameState, (belief, agent state)). The key is consumed."""
-        state = self.env.init(truth_spans, game_seed)
-        belief = (self.sampler.init(key, state.obs, game_seed, params.answers)
-                  if self.sampler is not None else jnp.zeros(()))
+        state, belief = self.init_belief_one(key, params.answers, truth_spans, game_seed)
         return state, (belief, self.agent.init_state(params.agent))
+
+    def init_belief_one(self, key: jax.Array, answers: AnswerModel | tuple,
+                        truth_spans: jax.Array, game_seed: jax.Array):
+        """One game's (GameState, belief): `init_one` without the agent, so it depends only on
+        the game config, the sampler and the rng mode (`harness.initial` shares its compile
+        across agents). The key is consumed."""
+        state = self.env.init(truth_spans, game_seed)
+        belief = (self.sampler.init(key, state.obs, game_seed, answers)
+                  if self.sampler is not None else jnp.zeros(()))
+        return state, belief
 
     def turn_one(self, key: jax.Array, params: PlayParams, state: GameState, carry):
         """One turn of one game: decide, act, update the belief. A finished game is unchanged.
