@@ -31,6 +31,7 @@ from bsjax.battleship import agents as agents_lib
 from bsjax.battleship import belief as belief_lib
 from bsjax.battleship.config import PAPER, GameConfig
 from bsjax.battleship.game import suites
+from bsjax.battleship.harness.initial import BatchInit
 from bsjax.battleship.harness.player import Player
 from bsjax.battleship.types import Action
 
@@ -173,8 +174,11 @@ def check_agent(agent, sampler: str | None = "particles", config: GameConfig = P
     try:
         with jax.debug_key_reuse(True):
             keys = jax.random.split(jax.random.key(seed), (n, max_turns + 1))
-            states, carries = jax.jit(jax.vmap(player.init_one))(
-                keys[:, max_turns], game_params, truths, game_seeds)
+            init = BatchInit(player)  # the belief's program is shared by every agent checked
+            init_args = (keys[:, max_turns], game_params, truths, game_seeds)
+            init.compile(*jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype),
+                                       init_args))  # shapes only: no key is consumed
+            states, carries = init(*init_args)
             for t in range(max_turns):
                 before = jax.device_get((states, carries))
                 view = observe_fn(states)

@@ -36,14 +36,15 @@ class BatchInit:
     """`jax.vmap(player.init_one)` over a batch as two compiled programs (module docstring).
 
     `compile(...)` compiles both for the batch's shapes (the belief's program is reused when an
-    earlier runner compiled it) and returns the shapes of `(states, carries)`; calling it
+    earlier runner compiled it, unless `reuse` is off) and returns the shapes of `(states, carries)`; calling it
     compiled runs them: `(keys [G], params [G, ...], truths [G, S], seeds [G]) -> (states,
     (beliefs, agent states))`, each leaf `[G, ...]`.
     """
 
-    def __init__(self, player: Player, sharding=None):
+    def __init__(self, player: Player, sharding=None, reuse: bool = True):
         self.player = player
         self.sharding = sharding
+        self.reuse = reuse  # off: compile the belief anew (where compile time is measured)
         self._belief = None
         self._agent = None
 
@@ -52,7 +53,7 @@ class BatchInit:
         player, jit = self.player, _jit(self.sharding)
         key = (player.config, player.sampler, player.reference_rng, self.sharding,
                _avals((keys, params.answers, truths, seeds)), bool(jax.config.jax_enable_x64))
-        if key in _BELIEFS:
+        if key in _BELIEFS and self.reuse:
             _BELIEFS.move_to_end(key)
         else:
             _BELIEFS[key] = jit(jax.vmap(player.init_belief_one)).lower(

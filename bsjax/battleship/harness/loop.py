@@ -176,7 +176,7 @@ class BatchRunner:
         jit = (jax.jit if self.sharding is None
                else lambda f: jax.jit(f, out_shardings=self.sharding))
         # The first states and beliefs; the belief's program is shared by every agent.
-        self._init = BatchInit(player, self.sharding)
+        self._init = BatchInit(player, self.sharding, reuse)
         # Turns run in the graph until a game needs the host (`play.play_turns`); the buffer of
         # records is donated, so each segment writes in place.
         self._turns = jax.jit(functools.partial(play_turns, player), donate_argnums=(4,),
