@@ -59,17 +59,16 @@ def batched_episodes(method: MethodConfig | None, bench: Bench, cfg: config.Gilp
         # Scalar parameters are shared by the batch; `[E]` leaves give each episode its own
         # set (a calibration sweep), decided from the shapes at trace time.
         per_episode = jnp.ndim(params.c_tg) == 1
-        # Jitted and inlined: the records' shapes (`blank`) and the scan body share one trace
-        # of the step; the program is the one the step gives unjitted.
-        step = jax.jit(jax.vmap(lambda keys, state, params, model, flags: sim_step(
+        step = jax.vmap(lambda keys, state, params, model, flags: sim_step(
             keys, state, method if flags is None else flags, params, model, bench, cfg, sizes),
-            in_axes=(0, 0, 0 if per_episode else None, None, 0)), inline=True)
+            in_axes=(0, 0, 0 if per_episode else None, None, 0))
         states = jax.vmap(lambda g: init_state(bench, g))(g0)
         steps = jnp.arange(config.B_MAX)
         per_step = lambda fn: jax.vmap(  # noqa: E731
             lambda t: jax.vmap(lambda i, s: fn(root, bench.name, i, s, t))(task, seed))(steps)
         env, agent = per_step(gilp_keys.env_key), per_step(gilp_keys.agent_key)         # [B_MAX, E] keys
-        blank = jax.eval_shape(step, StepKeys(env[0], agent[0]), states, params, model, flags)[1]
+        blank = jax.eval_shape(
+            lambda st: step(StepKeys(env[0], agent[0]), st, params, model, flags)[1], states)
 
         def body(states, step_keys):
             def go(states):
