@@ -47,29 +47,29 @@ def _fresh_trace_counter():
     yield
 
 
-# The longest test files, longest first (seconds of one run on a 2-core CPU, cold XLA cache).
-# `make test` hands whole files to two workers in collection order (--dist loadfile
-# --no-loadscope-reorder); starting with the longest keeps one long file from running alone at
-# the end while the other worker idles.
+# The longest test files, longest first (worker-seconds of one cold run: three workers on a
+# 2-core CPU, cold XLA cache). `make test` hands whole files to the workers in collection order
+# (--dist loadfile --no-loadscope-reorder); starting with the longest keeps one long file from
+# running alone at the end while the other workers idle.
 LONGEST_FIRST = (
-    "test_mh_kernel.py",         # 94
-    "gilp/test_sim.py",          # 86
-    "test_freshness.py",         # 73
-    "test_sharding.py",          # 60
-    "test_study.py",             # 47
-    "gilp/test_paper.py",        # 42
-    "gilp/test_pipeline.py",     # 41
-    "test_api.py",               # 39
-    "test_env.py",               # 30
-    "test_structured.py",        # 30
-    "test_llm.py",               # 30
-    "gilp/test_parametric.py",   # 29
-    "test_wma_reflective.py",    # 29
-    "test_notebooks.py",         # 27
-    "test_play.py",              # 26
-    "gilp/test_masked_oracle.py",  # 25
-    "test_lens.py",              # 25
-    "gilp/test_real.py",         # 24
+    "gilp/test_sim.py",          # 104
+    "test_mh_kernel.py",         # 98
+    "test_freshness.py",         # 69
+    "gilp/test_paper.py",        # 67
+    "test_llm.py",               # 66
+    "test_env.py",               # 63
+    "test_sharding.py",          # 58
+    "gilp/test_parametric.py",   # 58
+    "test_lens.py",              # 57
+    "test_study.py",             # 42
+    "gilp/test_real.py",         # 38
+    "gilp/test_pipeline.py",     # 36
+    "test_api.py",               # 36
+    "gilp/test_train.py",        # 35
+    "test_structured.py",        # 33
+    "gilp/test_masked_oracle.py",  # 33
+    "test_samplers.py",          # 32
+    "test_play.py",              # 31
 )
 
 
