@@ -36,9 +36,9 @@ class BatchInit:
     """`jax.vmap(player.init_one)` over a batch as two compiled programs (module docstring).
 
     `compile(...)` compiles both for the batch's shapes (the belief's program is reused when an
-    earlier runner compiled it, unless `reuse` is off) and returns the shapes of `(states, carries)`; calling it
-    compiled runs them: `(keys [G], params [G, ...], truths [G, S], seeds [G]) -> (states,
-    (beliefs, agent states))`, each leaf `[G, ...]`.
+    earlier runner compiled it, unless `reuse` is off) and returns the shapes of `(states,
+    carries)`; calling it compiled runs them: `(keys [G], params [G, ...], truths [G, S],
+    seeds [G]) -> (states, (beliefs, agent states))`, each leaf `[G, ...]`.
     """
 
     def __init__(self, player: Player, sharding=None, reuse: bool = True):
