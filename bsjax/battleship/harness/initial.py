@@ -1,8 +1,8 @@
 """A batch's first game states and beliefs, compiled once per belief and shared by every agent.
 
 `Player.init_one` is the game, its first belief and the agent's first state. The belief is the
-costly part to compile (a sampler's first draw from the prior: about half of what a new agent
-costs to compile on a CPU) and does not depend on the agent, so `BatchInit` splits it in two
+costly part to compile (a sampler's first draw from the prior: on a CPU, about 40% of what a new
+agent costs to compile) and does not depend on the agent, so `BatchInit` splits it in two
 programs: the game and belief (`Player.init_belief_one`), compiled once per (game config,
 sampler, rng mode, mesh, shapes) and kept for the process, and the agent's first state (small).
 The rows of a study, or the agents of a notebook, then compile the belief once. The two programs
