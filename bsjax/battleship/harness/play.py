@@ -47,9 +47,19 @@ def turn_keys(keys: jax.Array, turn: jax.Array) -> jax.Array:
 @functools.lru_cache(maxsize=32)
 def batch_turn(player):
     """`jax.jit(jax.vmap(player.turn_one))`, one per player: `record_shapes` traces a turn to
-    find the records' shapes, and `play_turns` calls the same function, so the loop's compile
-    reuses that trace instead of tracing the turn again (XLA inlines the call: same program)."""
-    return jax.jit(jax.vmap(player.turn_one), inline=True)
+    find the records' shapes, and `play_turns` replays that trace (`_replay`) instead of
+    tracing the turn again."""
+    return jax.jit(jax.vmap(player.turn_one))
+
+
+def _replay(fn, *args):
+    """`fn(*args)` inside a trace, from `fn`'s cached trace for these argument types: its
+    equations are bound again with their own source lines (the program is the one tracing
+    `fn` anew gives), without running its Python again."""
+    traced = fn.trace(*args)
+    out = jax.core.eval_jaxpr(traced.jaxpr.jaxpr, traced.jaxpr.consts,
+                              *jax.tree.leaves(args))
+    return jax.tree.unflatten(jax.tree.structure(traced.out_info), out)
 
 
 def record_shapes(player, keys: jax.Array, params, states: GameState, carries) -> TurnRecord:
@@ -90,7 +100,7 @@ def play_turns(player, keys: jax.Array, params, states: GameState, carries, buff
       (states, carries, buffer, turn, requests): turn is one past the last turn played;
       requests `[G]` bool the real games that asked for the host on that turn.
     """
-    turn_fn = batch_turn(player)
+    turn_fn = functools.partial(_replay, batch_turn(player))
     max_turns = player.config.max_turns
 
     def in_body(states, turn, requests):
