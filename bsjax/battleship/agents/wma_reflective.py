@@ -88,9 +88,13 @@ class WMAReflectiveAgent(MRAAgent):
                    & ~(p[best] >= policy.exploit_threshold))
             return jnp.where(ask, scores[question], best_value), ask, question, coarse_phase
 
-        value, ask, question, coarse_phase = evaluate(record.policy)
-        deltas = jnp.stack([evaluate(preset.patch(record.policy))[0] - value
-                            for preset in self.presets])
+        # The policy and every preset's patch of it, evaluated as one batch (one set of
+        # kernels on a GPU instead of one per preset; the same values), as MRA does.
+        policies = jax.tree.map(lambda *leaves: jnp.stack(leaves), record.policy,
+                                *(preset.patch(record.policy) for preset in self.presets))
+        values, asks, chosen, coarse_phases = jax.vmap(evaluate)(policies)
+        value, ask, question, coarse_phase = values[0], asks[0], chosen[0], coarse_phases[0]
+        deltas = values[1:] - value
         bq = jnp.where(ask, value, 0.0)
         cell = jnp.where(has_frontier, frontier_cell, best)
         baseline = hits / total
