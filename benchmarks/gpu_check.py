@@ -9,6 +9,9 @@ for what these figures predict and what they cannot (run time). `make gpu-check`
 compiler plugin into `.venv-aot` and runs this script.
 
     JAX_PLATFORMS=cpu .venv-aot/bin/python benchmarks/gpu_check.py --games 54,4096
+
+`--sources --out -` also prints each launch of a turn with the source lines it comes from
+(`bsjax.core.hlo.loop_launches`): which code each kernel is, when a launch count moves.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--games", default="1,54,4096,16384,65536")
     parser.add_argument("--target", default="h100", choices=aot.TARGETS)
     parser.add_argument("--particles", type=int, default=500)
+    parser.add_argument("--sources", action="store_true",
+                        help="print each launch of a turn with its source lines (not written)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "h100-aot.jsonl"),
                         help="JSON lines appended here ('-': stdout only)")
     args = parser.parse_args(argv)
@@ -61,10 +66,12 @@ def main(argv=None) -> list[dict]:
             player = experiment.make_player(cfg, game_config)
             for games in (int(g) for g in args.games.split(",")):
                 try:
-                    report = aot.compile_turn_loop(player, games, args.target)
+                    report = aot.compile_turn_loop(player, games, args.target, args.sources)
                 except Exception as err:  # noqa: BLE001 — one failed point must not stop the table
                     report = {"target": args.target, "games": games,
                               "error": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"}
+                for name, kind, chain in report.pop("launch_sources", []):
+                    print(f"  {name:36s} {kind[:44]:44s} {' <- '.join(chain[:3])}")
                 row = {"agent": agent, "sampler": sampler, "particles": args.particles,
                        **report, **stamp}
                 rows.append(row)

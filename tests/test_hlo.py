@@ -92,6 +92,26 @@ def test_a_compiled_cpu_loop_counts_its_scans():
     assert counts["data_dependent_loops"] == 0
 
 
+def test_each_launch_of_a_turn_names_its_source_lines():
+    def program(x):
+        def turn(carry):
+            i, y = carry
+            return i + 1, jnp.cumsum(jnp.sin(y)) * 0.5  # the turn's own kernels
+        return lax.while_loop(lambda c: jnp.sum(c[1]) < 1e9, turn, (0, x))
+
+    text = jax.jit(program).lower(jnp.ones(1000)).compile().as_text()
+    launches = hlo.loop_launches(text)
+    assert len(launches) == hlo.launch_counts(text)["outer_per_iteration"]
+    line = program.__code__.co_firstlineno + 3
+    sources = [chain for _, _, chain in launches]
+    assert any(chain and f"test_hlo.py:{line} (" in chain[0]
+               and chain[0].endswith("program.<locals>.turn)") for chain in sources), sources
+    assert all(name and kind for name, kind, _ in launches)
+    frames = hlo.source_frames(text)
+    assert frames and all(chain for chain in frames.values())
+    assert hlo.source_frames("HloModule m") == {} and hlo.loop_launches(HLO) != []
+
+
 def test_a_data_dependent_loop_inside_the_turn_is_reported():
     def program(x):
         def turn(carry):

@@ -229,4 +229,72 @@ def launch_counts(hlo_text: str) -> dict:
                                     else _walk_bytes(comps, entry))}
 
 
-__all__ = ["COLLECTIVES", "Loop", "NO_LAUNCH", "computations", "launch_counts"]
+def _table(lines: list[str], title: str) -> dict[int, str]:
+    """`{id: text}` of one of the module's tables (`FileNames`, ..., `StackFrames`)."""
+    if title not in lines:
+        return {}
+    rows, index = {}, lines.index(title) + 1
+    while index < len(lines) and re.match(r"\d+ ", lines[index]):
+        key, text = lines[index].split(" ", 1)
+        rows[int(key)] = text
+        index += 1
+    return rows
+
+
+def source_frames(hlo_text: str) -> dict[int, tuple[str, ...]]:
+    """Each stack frame of the module (`stack_frame_id=` in an instruction's metadata) as its
+    call chain, innermost first, each `path:line (function)`; a path inside the `bsjax` package
+    is given from it (`bsjax/...`). Empty where the text has no frame table."""
+    lines = hlo_text.splitlines()
+    files, functions = _table(lines, "FileNames"), _table(lines, "FunctionNames")
+    locations, frames = _table(lines, "FileLocations"), _table(lines, "StackFrames")
+
+    def where(location: int) -> str:
+        fields = dict(re.findall(r"(\w+)=(\d+)", locations[location]))
+        path = files[int(fields["file_name_id"])].strip('"')
+        path = "bsjax/" + path.rsplit("/bsjax/", 1)[1] if "/bsjax/" in path else path
+        return f"{path}:{fields['line']} ({functions[int(fields['function_name_id'])].strip(chr(34))})"
+
+    chains = {}
+    for frame in frames:
+        chain, seen, current = [], set(), frame
+        while current in frames and current not in seen:  # a root frame names itself
+            seen.add(current)
+            fields = dict(re.findall(r"(\w+)=(\d+)", frames[current]))
+            chain.append(where(int(fields["file_location_id"])))
+            current = int(fields.get("parent_frame_id", 0))
+        chains[frame] = tuple(chain)
+    return chains
+
+
+def loop_launches(hlo_text: str) -> list[tuple[str, str, tuple[str, ...]]]:
+    """The launches of one iteration of the outer loop (`launch_counts`' turn), its body's and
+    condition's own, in program order: `(instruction, result type, source chain)`. Loops nested
+    in it are not expanded. What to read when a launch count moves: which code each kernel is."""
+    comps, _ = computations(hlo_text)
+    counts = launch_counts(hlo_text)
+
+    def outer(found: list[Loop]) -> Loop | None:
+        for loop in found:
+            if loop.trip_count is None:
+                return loop
+        return next((inner for loop in found if (inner := outer(loop.loops))), None)
+
+    turn = outer(counts["loops"]) or (counts["loops"][0] if counts["loops"] else None)
+    if turn is None:
+        return []
+    rhs = next(r for instructions in comps.values() for name, _, r in instructions
+               if name == turn.name)
+    frames = source_frames(hlo_text)
+    found = []
+    for part in ("body", "condition"):
+        computation = re.search(part + r"=%?([\w.\-]+)", rhs).group(1)
+        for name, _, text in _launches(comps.get(computation, [])):
+            frame = re.search(r"stack_frame_id=(\d+)", text)
+            found.append((name, _result_type(text),
+                          frames.get(int(frame.group(1)), ()) if frame else ()))
+    return found
+
+
+__all__ = ["COLLECTIVES", "Loop", "NO_LAUNCH", "computations", "launch_counts", "loop_launches",
+           "source_frames"]

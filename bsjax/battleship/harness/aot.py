@@ -76,12 +76,14 @@ def _games_first(tree, sharding):
     return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding), tree)
 
 
-def compile_turn_loop(player: Player, games: int, target: str = "h100") -> dict:
+def compile_turn_loop(player: Player, games: int, target: str = "h100",
+                      sources: bool = False) -> dict:
     """Compile `player`'s turn loop (`play.play_turns`) for `games` games on `target`, sharded
     over its devices; nothing runs. Returns compile seconds, kernel launches per game-turn
     (nested loops by their trip counts; GPU only), collectives per turn (all-reduces between the
     devices: each is a synchronisation of every device, every turn), and XLA's memory figures
-    (bytes, per device and per game)."""
+    (bytes, per device and per game). With `sources`, also `launch_sources`: each launch of a
+    turn with its source lines (`hlo.loop_launches`), to see which code a kernel is."""
     if getattr(player.sampler, "mh_kernel", None) == "auto":
         # Traced on this host's CPU, compiled for `target`: the sampler's kernel is chosen when
         # the program is lowered, as "auto" does on the device itself.
@@ -112,7 +114,8 @@ def compile_turn_loop(player: Player, games: int, target: str = "h100") -> dict:
     start = time.perf_counter()
     compiled = lowered.compile()
     seconds = time.perf_counter() - start
-    counts = hlo.launch_counts(compiled.as_text())
+    text = compiled.as_text()
+    counts = hlo.launch_counts(text)
     memory = compiled.memory_analysis()
     used = (memory.argument_size_in_bytes + memory.output_size_in_bytes
             + memory.temp_size_in_bytes - memory.alias_size_in_bytes)
@@ -126,7 +129,10 @@ def compile_turn_loop(player: Player, games: int, target: str = "h100") -> dict:
             "kib_accessed_per_game_turn": (round(counts["bytes_per_iteration"] / games / 1024, 1)
                                            if gpu else None),
             "bytes_per_device": int(used), "temp_bytes": int(memory.temp_size_in_bytes),
-            "kib_per_game": round(used * devices / games / 1024, 1)}
+            "kib_per_game": round(used * devices / games / 1024, 1),
+            **({"launch_sources": [[name, kind, list(chain)]
+                                   for name, kind, chain in hlo.loop_launches(text)]}
+               if sources else {})}
 
 
 __all__ = ["H100", "H100_MEMORY", "TARGETS", "compile_turn_loop", "mesh"]
