@@ -196,6 +196,7 @@ def launch_counts(hlo_text: str) -> dict:
     Returns:
       `entry`: launches of one execution of the whole program, a loop of unknown trip count
       (the turn loop) counted once; `loops`: the top-level `Loop`s (nested ones inside);
+      `turn`: the `Loop` whose iteration the per-iteration figures count (None without loops);
       `outer_per_iteration`: launches per iteration of the first loop of unknown trip count, or
       of the outermost loop (for bsjax's turn loop: launches per game-turn); `collectives` per
       such iteration; `bytes_per_iteration` the bytes its launches read and write (an upper
@@ -221,7 +222,7 @@ def launch_counts(hlo_text: str) -> dict:
     def unknown_trips(found: list[Loop]) -> int:
         return sum((loop.trip_count is None) + unknown_trips(loop.loops) for loop in found)
 
-    return {"entry": total, "collectives_entry": collectives, "loops": loops,
+    return {"entry": total, "collectives_entry": collectives, "loops": loops, "turn": turn,
             "data_dependent_loops": unknown_trips(turn.loops) if turn else unknown_trips(loops),
             "outer_per_iteration": turn.per_iteration if turn else total,
             "collectives_per_iteration": turn.collectives if turn else collectives,
@@ -253,7 +254,8 @@ def source_frames(hlo_text: str) -> dict[int, tuple[str, ...]]:
         fields = dict(re.findall(r"(\w+)=(\d+)", locations[location]))
         path = files[int(fields["file_name_id"])].strip('"')
         path = "bsjax/" + path.rsplit("/bsjax/", 1)[1] if "/bsjax/" in path else path
-        return f"{path}:{fields['line']} ({functions[int(fields['function_name_id'])].strip(chr(34))})"
+        function = functions[int(fields["function_name_id"])].strip('"')
+        return f"{path}:{fields['line']} ({function})"
 
     chains = {}
     for frame in frames:
@@ -272,15 +274,7 @@ def loop_launches(hlo_text: str) -> list[tuple[str, str, tuple[str, ...]]]:
     condition's own, in program order: `(instruction, result type, source chain)`. Loops nested
     in it are not expanded. What to read when a launch count moves: which code each kernel is."""
     comps, _ = computations(hlo_text)
-    counts = launch_counts(hlo_text)
-
-    def outer(found: list[Loop]) -> Loop | None:
-        for loop in found:
-            if loop.trip_count is None:
-                return loop
-        return next((inner for loop in found if (inner := outer(loop.loops))), None)
-
-    turn = outer(counts["loops"]) or (counts["loops"][0] if counts["loops"] else None)
+    turn = launch_counts(hlo_text)["turn"]
     if turn is None:
         return []
     rhs = next(r for instructions in comps.values() for name, _, r in instructions
