@@ -290,5 +290,19 @@ def loop_launches(hlo_text: str) -> list[tuple[str, str, tuple[str, ...]]]:
     return found
 
 
-__all__ = ["COLLECTIVES", "Loop", "NO_LAUNCH", "computations", "launch_counts", "loop_launches",
-           "source_frames"]
+def instruction_sources(hlo_text: str) -> dict[str, tuple[str, ...]]:
+    """Every instruction of the module that names a stack frame, as `name: source chain`
+    (innermost first): what a profiler's kernel (named by its `hlo_op`) is in the code."""
+    comps, _ = computations(hlo_text)
+    frames = source_frames(hlo_text)
+    found = {}
+    for instructions in comps.values():
+        for name, _, text in instructions:
+            frame = re.search(r"stack_frame_id=(\d+)", text)
+            if frame and int(frame.group(1)) in frames:
+                found[name] = frames[int(frame.group(1))]
+    return found
+
+
+__all__ = ["COLLECTIVES", "Loop", "NO_LAUNCH", "computations", "instruction_sources",
+           "launch_counts", "loop_launches", "source_frames"]

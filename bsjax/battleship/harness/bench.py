@@ -36,12 +36,14 @@ def _runner_options(cfg: experiment.RunConfig) -> dict:
     return options
 
 
-def bench(cfg: experiment.RunConfig, games: int, repeats: int = 1) -> dict:
+def bench(cfg: experiment.RunConfig, games: int, repeats: int = 1,
+          profile_dir: str | Path | None = None) -> dict:
     """Play `games` games (boards of the suite, cycled) as one batch, after a warm-up batch.
 
     Returns one row: the configuration, the device, `compile_seconds`, the median `seconds` of
     the timed batches, `games_per_second`, `turns` (turn steps of the batch, i.e. the longest
-    game) and `ms_per_turn` (seconds per batched turn step).
+    game) and `ms_per_turn` (seconds per batched turn step). With `profile_dir`, one more
+    batch runs under JAX's profiler afterwards (`_profile`), outside the timing.
     """
     game_config, boards = experiment.validate(cfg)
     seeds_needed = -(-games // len(boards))
@@ -58,6 +60,12 @@ def bench(cfg: experiment.RunConfig, games: int, repeats: int = 1) -> dict:
             result = runner.play(specs, cfg.run_seed + 2 + r)  # blocks on device_get of results
             times.append(time.perf_counter() - start)
             turns.append(int(result.turns.max()))
+        profile_error = None
+        if profile_dir is not None:
+            try:
+                _profile(runner, specs, cfg.run_seed + 2, Path(profile_dir))
+            except Exception as err:  # noqa: BLE001 — the timing stands without its trace
+                profile_error = f"{type(err).__name__}: {str(err).strip()[:300]}"
     seconds = statistics.median(times)
     turn_steps = int(statistics.median(turns))
     sharding = getattr(runner, "sharding", None)
@@ -76,7 +84,19 @@ def bench(cfg: experiment.RunConfig, games: int, repeats: int = 1) -> dict:
         "ms_per_turn": round(1000 * seconds / max(turn_steps, 1), 3),
         "repeats": len(times), "all_seconds": [round(t, 6) for t in times],
         "timestamp": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-    }
+    } | ({"profile_error": profile_error} if profile_error else {})
+
+
+def _profile(runner: BatchRunner, specs, run_seed: int, profile_dir: Path) -> None:
+    """One more batch (the first timed batch's games) under JAX's profiler, its trace in
+    `profile_dir` (`bsjax.core.profile` reads it), and the compiled turn loop's HLO beside it
+    as `turn-loop.hlo.txt` (to name each kernel's source lines)."""
+    profile_dir.mkdir(parents=True, exist_ok=True)
+    with jax.profiler.trace(str(profile_dir), create_perfetto_trace=True):
+        runner.play(specs, run_seed)
+    compiled = getattr(runner, "_turns", None)
+    if hasattr(compiled, "as_text"):
+        (profile_dir / "turn-loop.hlo.txt").write_text(compiled.as_text())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -62,9 +62,23 @@ def game_keys(run_seed: int, game_seeds: np.ndarray, seed_indices: np.ndarray) -
     Keys depend only on the game, never on its batch, so a resumed or sharded run plays each
     game exactly as an uninterrupted one does.
     """
-    base = jax.random.key(run_seed)
-    per_game = jax.vmap(lambda s, i: jax.random.fold_in(jax.random.fold_in(base, s), i))
-    return per_game(jnp.asarray(game_seeds, jnp.uint32), jnp.asarray(seed_indices, jnp.uint32))
+    return _start_keys(None)(jax.random.key(run_seed), *_seed_words(game_seeds, seed_indices))[0]
+
+
+def _seed_words(game_seeds, seed_indices) -> tuple[np.ndarray, np.ndarray]:
+    """The games' seeds and seed indices as the `uint32` words `fold_in` takes (wrapping)."""
+    return (np.asarray(game_seeds).astype(np.uint32), np.asarray(seed_indices).astype(np.uint32))
+
+
+@functools.cache
+def _start_keys(sharding):
+    """`(run key, game seeds [G], seed indices [G]) -> (keys [G], init keys [G])`, one program:
+    the base keys of `game_keys` and the keys of the games' first beliefs."""
+    def start(base, game_seeds, seed_indices):
+        per_game = jax.vmap(lambda s, i: jax.random.fold_in(jax.random.fold_in(base, s), i))
+        keys = per_game(game_seeds, seed_indices)
+        return keys, jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, 1 << 20)
+    return jax.jit(start) if sharding is None else jax.jit(start, out_shardings=sharding)
 
 
 @dataclasses.dataclass
@@ -154,6 +168,24 @@ def _fold_keys(sharding):
     return jax.jit(fold) if sharding is None else jax.jit(fold, out_shardings=sharding)
 
 
+@functools.lru_cache(maxsize=16)
+def _zeros_program(treedef, leaves: tuple, sharding):
+    """A jitted `() -> zeros` of the pytree `treedef` with `(shape, dtype)` leaves: a records
+    buffer in one dispatch, compiled once per shapes and mesh."""
+    def zeros():
+        return empty_records(jax.tree.unflatten(
+            treedef, [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in leaves]))
+    return jax.jit(zeros) if sharding is None else jax.jit(zeros, out_shardings=sharding)
+
+
+@functools.cache
+def _summary_program(config):
+    """What the host reads of a finished batch's states, in one program: shots, hits,
+    questions, turns, won and ship cells, each `[G]`."""
+    return jax.jit(lambda s: (s.shots, s.hits, s.questions, s.turn, s.won,
+                              rules.n_ship_cells(config, s)))
+
+
 class BatchRunner:
     """Compiles the init and turn functions of a Player for a batch size, and plays batches.
 
@@ -183,14 +215,20 @@ class BatchRunner:
                               compiler_options=compiler_options(), **self._shardings())
         self._act = jit(jax.vmap(player.act_one))
         self._fold = _fold_keys(self.sharding)
+        self._start = _start_keys(self.sharding)
+        self._summary = _summary_program(player.config)
         self.compile_seconds = 0.0
         self._compiled = False
         self._record_shapes = None  # found once: tracing a turn costs as much as a compile step
 
     def _empty_records(self, keys, params, states, carries):
+        """A zero records buffer, placed on the game mesh: one compiled program, not an eager
+        `zeros` per leaf (each a dispatch, which a GPU pays for at small batches)."""
         if self._record_shapes is None:
             self._record_shapes = record_shapes(self.player, keys, params, states, carries)
-        return empty_records(self._record_shapes)
+        leaves, treedef = jax.tree.flatten(self._record_shapes)
+        return _zeros_program(treedef, tuple((x.shape, str(x.dtype)) for x in leaves),
+                              self.sharding)()
 
     def _shardings(self) -> dict:
         """`out_shardings` of `play_turns`: every array games-first, the turn counter replicated."""
@@ -226,7 +264,7 @@ class BatchRunner:
                                                      np.full(keys.shape[0], -1)))
             self._act = self._act.lower(turn_keys, params, states, carries, actions).compile()
         else:
-            buffer = self._place(self._empty_records(keys, params, states, carries))
+            buffer = self._empty_records(keys, params, states, carries)
             real = self._place(jnp.ones(keys.shape[0], bool))
             self._turns = self._turns.lower(keys, params, states, carries, buffer, jnp.int32(0),
                                             real).compile()
@@ -257,16 +295,17 @@ class BatchRunner:
         `on_turn(turn, games done)` is called after every turn."""
         n = len(games)
         padded = games + [games[-1]] * (self.batch_size - n)
-        truths = jnp.asarray([g.spans for g in padded], jnp.int32)
+        # Host arrays first, then one transfer and one program for the keys: at small batches a
+        # GPU's time is dispatches, and eager conversions cost one each.
         seeds = np.asarray([g.game_seed for g in padded], np.int64)
-        keys = game_keys(run_seed, seeds, np.asarray([g.seed_index for g in padded]))
-        seeds_j = jnp.asarray(seeds.astype(np.int32))
-        params = stack_params(self.player, padded)
-        keys, params, truths, seeds_j = self._place((keys, params, truths, seeds_j))
+        words = _seed_words(seeds, [g.seed_index for g in padded])
+        truths, seeds_j, params = jax.device_put(
+            (np.asarray([g.spans for g in padded], np.int32), seeds.astype(np.int32),
+             stack_params(self.player, padded)), self.sharding)
+        keys, init_keys = self._start(jax.random.key(run_seed), *words)
         if not self._compiled:
             self._compile(keys, params, truths, seeds_j)
         start = time.perf_counter()
-        init_keys = self._fold(keys, 1 << 20)
         states, carries = self._init(init_keys, params, truths, seeds_j)
         llm_calls, fallbacks = np.zeros(n, np.int32), np.zeros(n, np.int32)
         llm_events, llm_seconds = [], 0.0
@@ -278,8 +317,7 @@ class BatchRunner:
         else:
             states, records, llm_seconds, dispatches = self._play_in_graph(
                 keys, params, states, carries, n, on_turn, llm_calls, fallbacks, llm_events)
-        host = jax.device_get((states.shots, states.hits, states.questions, states.turn,
-                               states.won, rules.n_ship_cells(self.player.config, states)))
+        host = jax.device_get(self._summary(states))
         stacked = jax.device_get(records)
         seconds = time.perf_counter() - start
         shots, hits, questions, turns, won, cells = (np.asarray(x)[:n] for x in host)
@@ -300,8 +338,8 @@ class BatchRunner:
         """Segments of turns in the graph (`play_turns`), the host answering L4 requests between
         them. Returns (states, records `[T, G, ...]`, LLM seconds, dispatches of the loop)."""
         size = keys.shape[0]
-        buffer = self._place(self._empty_records(keys, params, states, carries))
-        real = self._place(jnp.asarray(np.arange(size) < n))
+        buffer = self._empty_records(keys, params, states, carries)
+        real = jax.device_put(np.arange(size) < n, self.sharding)
         turn, llm_seconds, dispatches = 0, 0.0, 0
         while True:
             states, carries, buffer, turn_out, requests = self._turns(

@@ -1,0 +1,89 @@
+"""Where a batch's device time goes: JAX's profiler trace read back as a table of kernels.
+
+`jax.profiler.trace(dir, create_perfetto_trace=True)` writes the timeline of everything the
+device ran as Chrome-trace JSON (`plugins/profile/<run>/perfetto_trace.json.gz`). `read_trace`
+loads the newest one under `dir`; `op_table` sums the device's kernels by the XLA instruction
+that launched them (its `hlo_op`, else the kernel's name) and `busy_summary` says how much of
+the span the device was busy at all: at small batches a GPU turn is mostly gaps between
+kernels (launches, the host's read of the loop test), at large ones it is the kernels.
+
+On a CPU the "device" is XLA's CPU client thread, whose ops nest (a `while` holds its body's
+ops), so loops and calls are left out of the table there; on a GPU the stream's kernels do not
+nest.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+# CPU ops that contain other ops' time (their bodies run inside them).
+_CONTAINERS = ("while", "conditional", "call", "end: ")
+
+
+def trace_file(log_dir: str | Path) -> Path:
+    """The newest `perfetto_trace.json.gz` under `log_dir` (raises FileNotFoundError)."""
+    found = sorted(Path(log_dir).glob("plugins/profile/*/perfetto_trace.json.gz"))
+    if not found:
+        raise FileNotFoundError(f"no perfetto_trace.json.gz under {log_dir}/plugins/profile")
+    return found[-1]
+
+
+def read_trace(log_dir: str | Path) -> list[dict]:
+    """The device's kernel events of the newest trace under `log_dir`: dicts with `op`, `ts`
+    and `dur` (µs), in start order. Device: a `/device:...` process's stream threads where the
+    trace has one, else the host's XLA client threads (a CPU run)."""
+    events = json.loads(gzip.decompress(trace_file(log_dir).read_bytes()))["traceEvents"]
+    processes = {e["pid"]: e["args"]["name"] for e in events
+                 if e.get("ph") == "M" and e.get("name") == "process_name"}
+    threads = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    devices = {pid for pid, name in processes.items() if name.startswith("/device:")}
+
+    def on_device(event) -> bool:
+        if devices:
+            thread = threads.get((event["pid"], event.get("tid")), "")
+            return event["pid"] in devices and "stream" in thread.lower()
+        thread = threads.get((event["pid"], event.get("tid")), "")
+        return thread.startswith("tf_XLA") and "hlo_op" in event.get("args", {}) \
+            and not event["name"].startswith(_CONTAINERS)
+
+    kernels = [{"op": e.get("args", {}).get("hlo_op") or e["name"], "ts": float(e["ts"]),
+                "dur": float(e.get("dur", 0.0))}
+               for e in events if e.get("ph") == "X" and on_device(e)]
+    return sorted(kernels, key=lambda k: k["ts"])
+
+
+def op_table(kernels: list[dict]) -> list[dict]:
+    """Kernels summed by op, most time first: `op`, `launches`, `total_us`, `mean_us` and
+    `share` (of all kernel time)."""
+    totals: dict[str, list[float]] = {}
+    for k in kernels:
+        entry = totals.setdefault(k["op"], [0, 0.0])
+        entry[0] += 1
+        entry[1] += k["dur"]
+    overall = sum(t for _, t in totals.values()) or 1.0
+    rows = [{"op": op, "launches": n, "total_us": round(t, 3), "mean_us": round(t / n, 3),
+             "share": round(t / overall, 4)} for op, (n, t) in totals.items()]
+    return sorted(rows, key=lambda r: -r["total_us"])
+
+
+def busy_summary(kernels: list[dict]) -> dict:
+    """`kernels`, `span_us` (first start to last end), `busy_us` (time any kernel ran: the
+    union of their intervals), `kernel_us` (their summed durations) and `busy_share`."""
+    if not kernels:
+        return {"kernels": 0, "span_us": 0.0, "busy_us": 0.0, "kernel_us": 0.0, "busy_share": 0.0}
+    busy, end = 0.0, -float("inf")
+    for k in kernels:  # sorted by start: extend the union interval by interval
+        start, stop = k["ts"], k["ts"] + k["dur"]
+        if stop > end:
+            busy += stop - max(start, end)
+            end = stop
+    span = max(k["ts"] + k["dur"] for k in kernels) - kernels[0]["ts"]
+    return {"kernels": len(kernels), "span_us": round(span, 3), "busy_us": round(busy, 3),
+            "kernel_us": round(sum(k["dur"] for k in kernels), 3),
+            "busy_share": round(busy / span, 4) if span > 0 else 1.0}
+
+
+__all__ = ["busy_summary", "op_table", "read_trace", "trace_file"]
