@@ -1,12 +1,13 @@
 """Where one agent's batch spends its device time: kernels by source line, and the gaps.
 
 For each batch size G: `bench.bench` (compile s, games/s), then one more batch under JAX's
-profiler. The device's kernels are summed by the XLA instruction that launched them and named
-by their source lines (from the compiled turn loop's stack frames), and the device's busy share
+profiler. The device's kernels are summed by name (XLA names a fusion's kernel after its
+instruction) and given their source lines (from the compiled turn loop's stack frames), and the
+device's busy share
 of the batch's span is reported: near 1 the batch is the kernels' arithmetic and memory
 traffic, far below 1 it is launch and host overhead between kernels (a GPU at small G).
 
-One JSON line per point (`"row": "point"`) and one per op of its `--top` most expensive
+One JSON line per point (`"row": "point"`) and one per kernel of its `--top` most expensive
 (`"row": "op"`), appended to OUT/TAG.jsonl. `--xla-flags` is appended to `XLA_FLAGS` before JAX
 starts (a process's flags are fixed at its first device use), so compare flag settings with
 one invocation each:
@@ -96,6 +97,7 @@ def main(argv=None) -> int:
                     row = bench.bench(cfg, games, repeats=3 if games <= 54 else 1,
                                       profile_dir=tmp)
                     kernels = [] if "profile_error" in row else profile.read_trace(tmp)
+                    programs = 0 if "profile_error" in row else profile.dispatches(tmp)
                 except Exception as err:  # noqa: BLE001 — a failed point is a row, not a stop
                     message = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:300]}"
                     fh.write(json.dumps({"row": "point", **stamp, "games": games,
@@ -107,6 +109,8 @@ def main(argv=None) -> int:
                 hlo_file = Path(tmp) / "turn-loop.hlo.txt"
                 sources = hlo.instruction_sources(hlo_file.read_text()) if hlo_file.is_file() \
                     else {}
+                # A GPU kernel is its instruction's name with "." as "_" (fusion.3: fusion_3).
+                sources |= {name.replace(".", "_"): chain for name, chain in sources.items()}
                 if args.keep_trace and kernels:
                     shutil.copy(profile.trace_file(tmp),
                                 out / f"{tag}-{args.label}-{args.agent}-{games}.json.gz")
@@ -115,7 +119,7 @@ def main(argv=None) -> int:
             point = {"row": "point", **stamp, "games": games,
                      "compile_seconds": row["compile_seconds"],
                      "games_per_second": row["games_per_second"], "turns": row["turns"],
-                     "ms_per_turn": row["ms_per_turn"],
+                     "ms_per_turn": row["ms_per_turn"], "dispatches_per_batch": programs,
                      "kernels_per_turn": round(busy["kernels"] / turns, 2),
                      "busy_us_per_turn": round(busy["busy_us"] / turns, 2),
                      "span_us_per_turn": round(busy["span_us"] / turns, 2), **busy,

@@ -2,8 +2,9 @@
 
 `jax.profiler.trace(dir, create_perfetto_trace=True)` writes the timeline of everything the
 device ran as Chrome-trace JSON (`plugins/profile/<run>/perfetto_trace.json.gz`). `read_trace`
-loads the newest one under `dir`; `op_table` sums the device's kernels by the XLA instruction
-that launched them (its `hlo_op`, else the kernel's name) and `busy_summary` says how much of
+loads the newest one under `dir`; `op_table` sums the device's kernels by name (XLA names a
+fusion's kernel after its instruction; `hlo_op` is the thunk that launched it, on a GPU often a
+command buffer holding many kernels) and `busy_summary` says how much of
 the span the device was busy at all: at small batches a GPU turn is mostly gaps between
 kernels (launches, the host's read of the loop test), at large ones it is the kernels.
 
@@ -31,7 +32,8 @@ def trace_file(log_dir: str | Path) -> Path:
 
 
 def read_trace(log_dir: str | Path) -> list[dict]:
-    """The device's kernel events of the newest trace under `log_dir`: dicts with `op`, `ts`
+    """The device's kernel events of the newest trace under `log_dir`: dicts with `op` (the
+    kernel's name), `hlo_op` (the instruction that launched it, where the trace says), `ts`
     and `dur` (µs), in start order. Device: a `/device:...` process's stream threads where the
     trace has one, else the host's XLA client threads (a CPU run)."""
     events = json.loads(gzip.decompress(trace_file(log_dir).read_bytes()))["traceEvents"]
@@ -49,10 +51,18 @@ def read_trace(log_dir: str | Path) -> list[dict]:
         return thread.startswith("tf_XLA") and "hlo_op" in event.get("args", {}) \
             and not event["name"].startswith(_CONTAINERS)
 
-    kernels = [{"op": e.get("args", {}).get("hlo_op") or e["name"], "ts": float(e["ts"]),
-                "dur": float(e.get("dur", 0.0))}
+    kernels = [{"op": e["name"], "hlo_op": e.get("args", {}).get("hlo_op"),
+                "ts": float(e["ts"]), "dur": float(e.get("dur", 0.0))}
                for e in events if e.get("ph") == "X" and on_device(e)]
     return sorted(kernels, key=lambda k: k["ts"])
+
+
+def dispatches(log_dir: str | Path) -> int:
+    """Compiled programs the host ran in the newest trace under `log_dir` (each an executable's
+    dispatch: at small batches on a GPU, each costs more than most of a turn's kernels)."""
+    events = json.loads(gzip.decompress(trace_file(log_dir).read_bytes()))["traceEvents"]
+    return sum(1 for e in events if e.get("ph") == "X"
+               and e.get("name") == "CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice")
 
 
 def op_table(kernels: list[dict]) -> list[dict]:
@@ -66,6 +76,21 @@ def op_table(kernels: list[dict]) -> list[dict]:
     overall = sum(t for _, t in totals.values()) or 1.0
     rows = [{"op": op, "launches": n, "total_us": round(t, 3), "mean_us": round(t / n, 3),
              "share": round(t / overall, 4)} for op, (n, t) in totals.items()]
+    return sorted(rows, key=lambda r: -r["total_us"])
+
+
+def gap_table(kernels: list[dict]) -> list[dict]:
+    """The idle time between consecutive kernels, summed by the pair around it, most first:
+    `before`, `after`, `gaps`, `total_us`, `median_us`. A pair that recurs once a turn with a
+    long median is a round trip through the host (e.g. a loop's test read back)."""
+    pairs: dict[tuple[str, str], list[float]] = {}
+    end = -float("inf")
+    for previous, k in zip(kernels, kernels[1:]):
+        end = max(end, previous["ts"] + previous["dur"])
+        if k["ts"] > end:
+            pairs.setdefault((previous["op"], k["op"]), []).append(k["ts"] - end)
+    rows = [{"before": a, "after": b, "gaps": len(v), "total_us": round(sum(v), 3),
+             "median_us": round(sorted(v)[len(v) // 2], 3)} for (a, b), v in pairs.items()]
     return sorted(rows, key=lambda r: -r["total_us"])
 
 
@@ -86,4 +111,4 @@ def busy_summary(kernels: list[dict]) -> dict:
             "busy_share": round(busy / span, 4) if span > 0 else 1.0}
 
 
-__all__ = ["busy_summary", "op_table", "read_trace", "trace_file"]
+__all__ = ["busy_summary", "dispatches", "gap_table", "op_table", "read_trace", "trace_file"]

@@ -343,7 +343,7 @@ class BatchRunner:
         turn, llm_seconds, dispatches = 0, 0.0, 0
         while True:
             states, carries, buffer, turn_out, requests = self._turns(
-                keys, params, states, carries, buffer, jnp.int32(turn), real)
+                keys, params, states, carries, buffer, np.int32(turn), real)
             dispatches += 1
             # One transfer per segment: what the host needs to answer the requests.
             turn, done, requests, turns, asked = jax.device_get(
