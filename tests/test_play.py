@@ -10,6 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bsjax.battleship.harness import experiment, llm_setup
 from bsjax.battleship.harness.experiment import RunConfig, game_list
@@ -162,3 +164,29 @@ def test_a_runner_traces_one_turn_once():
         BatchRunner(player, len(games), reuse=False).play(games, cfg.run_seed)
     play.batch_turn.cache_clear()
     assert len(traces) == 1
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=40))
+def test_stacked_params_equal_each_games_own_params_stacked(choices):
+    """`stack_params` stacks each distinct params object once and gathers it by game: the
+    arrays equal stacking every game's own params (None: the player's defaults)."""
+    import dataclasses
+
+    from bsjax.battleship.harness.loop import GameSpec, stack_params
+
+    player = _STACK_PLAYER
+    base = jax.device_get(player.default_params())
+    scaled = [jax.tree.map(lambda x, k=k: np.asarray(x) * (k + 2), base.agent) for k in range(3)]
+    points = [None] + [dataclasses.replace(base, agent=agent) for agent in scaled]
+    games = [GameSpec("B01", i, i, (0, 1, 2, 3, 4), points[c]) for i, c in enumerate(choices)]
+    expected = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]),
+                            *[base if g.params is None else g.params for g in games])
+    got = stack_params(player, games)
+    assert jax.tree.structure(got) == jax.tree.structure(expected)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(expected)):
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+
+
+_STACK_PLAYER = experiment.make_player(
+    RunConfig(agent="mra", particles=20), experiment.validate(RunConfig(agent="mra"))[0])

@@ -43,17 +43,26 @@ class GameSpec:
 
 
 def stack_params(player: Player, games: list[GameSpec]):
-    """`[G]`-leading host arrays of the games' params (`player.default_params()` where None)."""
+    """`[G]`-leading host arrays of the games' params (`player.default_params()` where None).
+
+    The games of a batch share a few params objects (a study's row, a sweep's points), so each
+    distinct object is stacked once and gathered by game: stacking every game's copy cost 0.3 s
+    (greedy) to 0.7 s (MRA) a batch of 65,536 games on the host, as much as a GPU's turns."""
     default = None
-    per_game = []
-    for g in games:
-        if g.params is None:
+    distinct, slot_of, index = [], {}, np.empty(len(games), np.intp)
+    for k, g in enumerate(games):
+        params = g.params
+        if params is None:
             if default is None:
                 default = jax.device_get(player.default_params())
-            per_game.append(default)
-        else:
-            per_game.append(g.params)
-    return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *per_game)
+            params = default
+        slot = slot_of.get(id(params))  # the objects live in `games`: ids stay unique
+        if slot is None:
+            slot = slot_of[id(params)] = len(distinct)
+            distinct.append(params)
+        index[k] = slot
+    stacked = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *distinct)
+    return jax.tree.map(lambda a: a[index], stacked)
 
 
 def game_keys(run_seed: int, game_seeds: np.ndarray, seed_indices: np.ndarray) -> jax.Array:
