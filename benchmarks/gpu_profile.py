@@ -42,6 +42,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--top", type=int, default=25, help="ops written per point (default 25)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="output folder")
     p.add_argument("--tag", default=None, help="file stem (default profile-<platform>)")
+    p.add_argument("--no-python-trace", action="store_true",
+                   help="leave Python calls out of the trace (smaller; for large batches)")
     p.add_argument("--keep-trace", action="store_true",
                    help="copy each point's perfetto trace to OUT/TAG-LABEL-AGENT-G.json.gz")
     return p.parse_args(argv)
@@ -95,7 +97,7 @@ def main(argv=None) -> int:
             with tempfile.TemporaryDirectory() as tmp:
                 try:
                     row = bench.bench(cfg, games, repeats=3 if games <= 54 else 1,
-                                      profile_dir=tmp)
+                                      profile_dir=tmp, profile_python=not args.no_python_trace)
                     kernels = [] if "profile_error" in row else profile.read_trace(tmp)
                     programs = 0 if "profile_error" in row else profile.dispatches(tmp)
                 except Exception as err:  # noqa: BLE001 — a failed point is a row, not a stop

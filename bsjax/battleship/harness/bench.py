@@ -37,13 +37,14 @@ def _runner_options(cfg: experiment.RunConfig) -> dict:
 
 
 def bench(cfg: experiment.RunConfig, games: int, repeats: int = 1,
-          profile_dir: str | Path | None = None) -> dict:
+          profile_dir: str | Path | None = None, profile_python: bool = True) -> dict:
     """Play `games` games (boards of the suite, cycled) as one batch, after a warm-up batch.
 
     Returns one row: the configuration, the device, `compile_seconds`, the median `seconds` of
     the timed batches, `games_per_second`, `turns` (turn steps of the batch, i.e. the longest
     game) and `ms_per_turn` (seconds per batched turn step). With `profile_dir`, one more
-    batch runs under JAX's profiler afterwards (`_profile`), outside the timing.
+    batch runs under JAX's profiler afterwards (`_profile`), outside the timing; without
+    `profile_python` its trace leaves out the Python calls (smaller, for large batches).
     """
     game_config, boards = experiment.validate(cfg)
     seeds_needed = -(-games // len(boards))
@@ -63,7 +64,7 @@ def bench(cfg: experiment.RunConfig, games: int, repeats: int = 1,
         profile_error = None
         if profile_dir is not None:
             try:
-                _profile(runner, specs, cfg.run_seed + 2, Path(profile_dir))
+                _profile(runner, specs, cfg.run_seed + 2, Path(profile_dir), profile_python)
             except Exception as err:  # noqa: BLE001 — the timing stands without its trace
                 profile_error = f"{type(err).__name__}: {str(err).strip()[:300]}"
     seconds = statistics.median(times)
@@ -87,12 +88,16 @@ def bench(cfg: experiment.RunConfig, games: int, repeats: int = 1,
     } | ({"profile_error": profile_error} if profile_error else {})
 
 
-def _profile(runner: BatchRunner, specs, run_seed: int, profile_dir: Path) -> None:
+def _profile(runner: BatchRunner, specs, run_seed: int, profile_dir: Path,
+             python: bool = True) -> None:
     """One more batch (the first timed batch's games) under JAX's profiler, its trace in
     `profile_dir` (`bsjax.core.profile` reads it), and the compiled turn loop's HLO beside it
     as `turn-loop.hlo.txt` (to name each kernel's source lines)."""
     profile_dir.mkdir(parents=True, exist_ok=True)
-    with jax.profiler.trace(str(profile_dir), create_perfetto_trace=True):
+    options = jax.profiler.ProfileOptions()
+    options.python_tracer_level = int(python)
+    with jax.profiler.trace(str(profile_dir), create_perfetto_trace=True,
+                            profiler_options=options):
         runner.play(specs, run_seed)
     compiled = getattr(runner, "_turns", None)
     if hasattr(compiled, "as_text"):
