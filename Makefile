@@ -9,7 +9,7 @@ comma := ,
 ALL_EXTRAS := test,llm,docs$(if $(EXTRAS),$(comma)$(EXTRAS))
 STAMP := $(VENV)/.installed-$(subst $(comma),-,$(ALL_EXTRAS))
 
-.PHONY: run test install bench docs lint clean gpu-check tpu-check gpu-bench
+.PHONY: run test install bench docs lint clean gpu-check tpu-check gpu-bench gpu-profile
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +75,12 @@ tpu-check: $(TPU_STAMP)
 
 gpu-bench: $(GPU_STAMP)
 	$(GPU_VENV)/bin/python benchmarks/gpu_bench.py --budget-s 420
+
+# Where greedy's device time goes on this GPU, small and large batches, traces kept (~4 min).
+gpu-profile: $(GPU_STAMP)
+	$(GPU_VENV)/bin/python benchmarks/gpu_profile.py --agent greedy --games 1,54 --keep-trace
+	$(GPU_VENV)/bin/python benchmarks/gpu_profile.py --agent greedy --games 65536 \
+		--no-python-trace --keep-trace
 
 clean:
 	rm -rf $(VENV) $(AOT_VENV) $(TPU_VENV) $(GPU_VENV) results site
