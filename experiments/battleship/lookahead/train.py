@@ -9,7 +9,12 @@ from `--first-seed` at every point of `--params` (one compiled program), and pri
 point's F1, completion and paired ΔF1 (95% percentile bootstrap over games) against either a
 point of the same sweep (`--against QUERY`, a pandas query on the params' columns) or bayes's
 stored games of the particles-5400 decomposition (`--against stored`: the same boards, seeds
-and keys; the harness replays them exactly).
+and keys; the harness replays them exactly). `--protocol grand` plays Grand et al.'s boards
+(give `--against` a point of the sweep there: the stored games are the paper protocol's):
+
+    python experiments/battleship/lookahead/train.py --protocol grand --sampler importance \
+        --particles 1000 --params '{"gamma": [0.85, 0.95], "margin": [1e9, 0.2]}' \
+        --against 'gamma > 0.9 and margin > 1'
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from bsjax.battleship.agents.lookahead import LookaheadAgent
-from bsjax.battleship.config import PAPER
+from bsjax.battleship.config import GRAND, PAPER
 from bsjax.battleship.harness import api
 
 STORED = "experiments/battleship/decomposition/particles-5400/runs/bayes/games.jsonl.gz"
@@ -35,22 +40,30 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=6)
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--particles", type=int, default=500)
+    ap.add_argument("--sweeps", type=int, default=4, help="MH sweeps per belief update")
+    ap.add_argument("--protocol", default="paper", choices=("paper", "grand"))
+    ap.add_argument("--sampler", default="particles")
     ap.add_argument("--structure", default="{}")
     ap.add_argument("--params", default="{}")
     ap.add_argument("--against", default="stored")
     args = ap.parse_args()
     if args.first_seed + args.seeds > 100:
         raise SystemExit("training seeds are 0-99")
+    if args.protocol == "grand" and args.against == "stored":
+        raise SystemExit("--protocol grand: give --against a point of the sweep")
+    config = GRAND if args.protocol == "grand" else PAPER
     start = time.time()
-    res = api.play(LookaheadAgent(PAPER, **json.loads(args.structure)), boards="all",
-                   seeds=args.seeds, first_seed=args.first_seed, particles=args.particles,
+    res = api.play(LookaheadAgent(config, **json.loads(args.structure)), boards="all",
+                   seeds=args.seeds, first_seed=args.first_seed, protocol=args.protocol,
+                   sampler=args.sampler, particles=args.particles, sweeps=args.sweeps,
                    progress=False, batch_size=54, params=json.loads(args.params) or None)
     wall = time.time() - start
     df = res.to_pandas()
     axes = [c for c in df.columns if c not in OUTCOMES]
     base = (pd.read_json(STORED, lines=True) if args.against == "stored"
             else df.query(args.against))
-    print(f"P={args.particles} {args.structure} against {args.against}: wall {wall:.1f} s")
+    print(f"{args.protocol} {args.sampler} P={args.particles} sweeps={args.sweeps} "
+          f"{args.structure} against {args.against}: wall {wall:.1f} s")
     for point, g in (df.groupby(axes) if axes else [((), df)]):
         m = g.merge(base, on=["board", "seed"], suffixes=("", "_b"))
         d = (m.f1 - m.f1_b).to_numpy()

@@ -1,0 +1,136 @@
+"""The look-ahead captain (and bayes) on a larger particle belief, held out, paired by game.
+
+    python experiments/battleship/lookahead/belief_size.py --particles 4000 --agent lookahead \
+        --gamma 0.9
+    python experiments/battleship/lookahead/belief_size.py --particles 4000 --agent bayes
+    python experiments/battleship/lookahead/belief_size.py --table-only
+
+Plays `--agent` (the default captain's structure and params, or bayes) on the paper protocol's
+18 synthetic boards, seed indices 100-399 (5,400 games), with the particle belief at
+`--particles` (4 sweeps) and, with `--gamma`, that ask threshold instead of the agent's default,
+in blocks of `--block` seed indices. Each block's games go to
+`belief-P<P>[-gamma<G>]/<agent>-s<first seed>.csv.gz` as soon as it is played, and a block already there is
+not played again, so an interrupted run resumes where it stopped. The table
+(`belief-size-table.md`) pairs every captain with bayes at P = 500 — the stored held-out games
+of `pool.py` — by (board, seed): F1, completion, shots, ΔF1 with a 95% percentile bootstrap CI
+and McNemar's exact test on the completions (`bsjax.core.stats`: 10,000 resamples, seed 0), and
+the wall seconds of the blocks played; a look-ahead row is also paired with bayes at its own
+particle count where that was played.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import time
+
+import pandas as pd
+
+from bsjax.battleship.agents.lookahead import LookaheadAgent
+from bsjax.battleship.config import PAPER
+from bsjax.battleship.harness import api
+from bsjax.core.stats import mcnemar_exact, paired_bootstrap
+
+HERE = pathlib.Path(__file__).parent
+FIRST, LAST = 100, 399  # held-out seed indices
+HELDOUT = ("heldout-games.csv.gz", "heldout-200-games.csv.gz", "heldout-300-games.csv.gz")
+TABLE = HERE / "belief-size-table.md"
+
+
+def folder_for(particles: int, gamma: float | None) -> pathlib.Path:
+    return HERE / (f"belief-P{particles}" + ("" if gamma is None else f"-gamma{gamma:g}"))
+
+
+def play(agent: str, particles: int, block: int, gamma: float | None = None) -> None:
+    """Every missing block of `agent`'s held-out games at `particles` (and `gamma`)."""
+    folder = folder_for(particles, gamma)
+    folder.mkdir(exist_ok=True)
+    captain = LookaheadAgent(PAPER) if agent == "lookahead" else "bayes"
+    for first in range(FIRST, LAST + 1, block):
+        path = folder / f"{agent}-s{first}.csv.gz"
+        if path.exists():
+            continue
+        start = time.time()
+        games = api.play(captain, boards="all", seeds=min(block, LAST + 1 - first),
+                         first_seed=first, particles=particles, batch_size=54, progress=False,
+                         params=None if gamma is None else {"gamma": gamma}).to_pandas()
+        games = games.drop(columns=[c for c in ("gamma",) if c in games.columns])
+        wall = time.time() - start
+        tmp = path.with_suffix(".tmp")
+        games.assign(agent=agent, particles=particles, block=first, wall_s=round(wall, 1)).to_csv(
+            tmp, index=False, compression="gzip")
+        tmp.rename(path)  # a block is there whole or not at all
+        print(f"{agent} P={particles} seeds {first}-{first + block - 1}: {len(games)} games, "
+              f"F1 {games.f1.mean():.4f}, {wall:.0f} s", flush=True)
+
+
+def stored_p500() -> dict[str, pd.DataFrame]:
+    """Bayes and the default captain at P = 500, seeds 100-399 (the files `pool.py` reads)."""
+    games = pd.concat([pd.read_csv(HERE / f) for f in HELDOUT])
+    look = games[(games.gamma.round(2) == 0.85) & (games.margin.round(2) == 0.2)]
+    bayes = games[(games.gamma.round(2) == 0.95) & (games.margin > 1)]
+    return {"bayes P=500": bayes.assign(block=0, wall_s=float("nan")),
+            "lookahead P=500": look.assign(block=0, wall_s=float("nan"))}
+
+
+def table() -> str:
+    rows = stored_p500()
+    for folder in sorted(HERE.glob("belief-P*")):
+        setting = folder.name[len("belief-"):].replace("-gamma", ", γ=").replace("P", "P=", 1)
+        for agent in ("bayes", "lookahead"):
+            blocks = sorted(folder.glob(f"{agent}-s*.csv.gz"))
+            if blocks:
+                rows[f"{agent} {setting}"] = pd.concat(pd.read_csv(b) for b in blocks)
+    base = rows["bayes P=500"].set_index(["board", "seed"]).sort_index()
+    lines = ["Paper protocol, particle belief (4 sweeps), 18 boards, held-out seed indices "
+             "100-399; each row paired with bayes at P = 500 on the games it played", "",
+             "| captain | games | F1 | completion | shots | ΔF1 vs bayes P=500 [95% CI] "
+             "| completed only by it / by bayes (McNemar p) | ΔF1 vs bayes, same P [95% CI] "
+             "| wall s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for label, games in rows.items():
+        games = games.set_index(["board", "seed"]).sort_index()
+        assert games.index.is_unique
+        paired = base.loc[games.index]
+        if label == "bayes P=500":
+            change, completion = "–", "–"
+        else:
+            d = paired_bootstrap(games.f1.to_numpy(), paired.f1.to_numpy())
+            m = mcnemar_exact(games.won.to_numpy(), paired.won.to_numpy())
+            change = f"{d.mean:+.4f} [{d.low:+.4f}, {d.high:+.4f}]"
+            completion = f"{m.only_a} / {m.only_b} (p = {m.p_value:.2g})"
+        same = rows.get("bayes " + label.split(" ")[1].rstrip(","))
+        if label.startswith("lookahead") and same is not None:
+            same = same.set_index(["board", "seed"]).sort_index()
+            common = games.index.intersection(same.index)
+            d = paired_bootstrap(games.f1.loc[common].to_numpy(), same.f1.loc[common].to_numpy())
+            versus_same = f"{d.mean:+.4f} [{d.low:+.4f}, {d.high:+.4f}] ({len(common)} games)"
+        else:
+            versus_same = "–"
+        wall = games.groupby("block").wall_s.first().sum() if games.wall_s.notna().all() \
+            else float("nan")
+        lines.append(f"| {label} | {len(games)} | {games.f1.mean():.4f} | {games.won.mean():.1%} "
+                     f"| {games.shots.mean():.2f} | {change} | {completion} | {versus_same} | "
+                     + ("–" if wall != wall else f"{wall:.0f}") + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agent", choices=("lookahead", "bayes"), default="lookahead")
+    parser.add_argument("--particles", type=int, default=4000)
+    parser.add_argument("--gamma", type=float, default=None,
+                        help="the ask threshold γ (default: the agent's own)")
+    parser.add_argument("--block", type=int, default=25, help="seed indices per block")
+    parser.add_argument("--table-only", action="store_true", help="play nothing")
+    args = parser.parse_args()
+    if not args.table_only:
+        if args.particles < 1 or args.block < 1:
+            raise SystemExit("--particles and --block must be at least 1")
+        play(args.agent, args.particles, args.block, args.gamma)
+    TABLE.write_text(table())
+    print(TABLE.read_text(), end="")
+
+
+if __name__ == "__main__":
+    main()
