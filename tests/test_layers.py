@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "bsjax"
 CORE = [
     ["bsjax.core.errors"],
     ["bsjax.core.files", "bsjax.core.stats", "bsjax.core.progress", "bsjax.core.checks",
-     "bsjax.core.fastpath", "bsjax.core.hlo"],
+     "bsjax.core.fastpath", "bsjax.core.hlo", "bsjax.core.profile"],
     ["bsjax.core.llm"],
 ]
 BATTLESHIP = [
