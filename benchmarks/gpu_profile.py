@@ -7,8 +7,10 @@ device's busy share
 of the batch's span is reported: near 1 the batch is the kernels' arithmetic and memory
 traffic, far below 1 it is launch and host overhead between kernels (a GPU at small G).
 
-One JSON line per point (`"row": "point"`) and one per kernel of its `--top` most expensive
-(`"row": "op"`), appended to OUT/TAG.jsonl. `--xla-flags` is appended to `XLA_FLAGS` before JAX
+One JSON line per point (`"row": "point"`), one per kernel of its `--top` most expensive
+(`"row": "op"`) and one per pair of kernels with the `--top` most idle time between them
+(`"row": "gap"`: a pair that recurs once a turn is a round trip through the host), appended to
+OUT/TAG.jsonl. `--xla-flags` is appended to `XLA_FLAGS` before JAX
 starts (a process's flags are fixed at its first device use), so compare flag settings with
 one invocation each:
 
@@ -127,6 +129,10 @@ def main(argv=None) -> int:
                      "span_us_per_turn": round(busy["span_us"] / turns, 2), **busy,
                      **({"profile_error": row["profile_error"]} if "profile_error" in row else {})}
             fh.write(json.dumps(point) + "\n")
+            for gap in profile.gap_table(kernels)[:args.top]:
+                fh.write(json.dumps({"row": "gap", "label": args.label, "agent": args.agent,
+                                     "games": games, **gap,
+                                     "gaps_per_turn": round(gap["gaps"] / turns, 2)}) + "\n")
             for op in profile.op_table(kernels)[:args.top]:
                 fh.write(json.dumps({"row": "op", "label": args.label, "agent": args.agent,
                                      "games": games, **op,

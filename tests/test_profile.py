@@ -71,6 +71,9 @@ def test_a_gpu_trace_counts_the_stream_kernels_only(tmp_path):
         ("fusion_3", 2, 40.0, 0.8), ("mh_sweeps", 1, 10.0, 0.2)]
     assert profile.busy_summary(kernels) == {"kernels": 3, "span_us": 80.0, "busy_us": 50.0,
                                              "kernel_us": 50.0, "busy_share": 0.625}
+    assert profile.gap_table(kernels) == [
+        {"before": "fusion_3", "after": "mh_sweeps", "gaps": 1, "total_us": 20.0, "median_us": 20.0},
+        {"before": "mh_sweeps", "after": "fusion_3", "gaps": 1, "total_us": 10.0, "median_us": 10.0}]
     assert profile.dispatches(tmp_path) == 1
 
 
@@ -110,7 +113,8 @@ def test_gpu_profile_writes_a_point_and_its_kernels(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
     assert rows[0]["row"] == "point" and rows[0]["games"] == 2 and rows[0]["kernels"] > 0
     assert 1 <= rows[0]["dispatches_per_batch"] <= 8  # counted without the Python tracer too
-    assert [r["row"] for r in rows[1:]] == ["op"] * 3
+    kinds = [r["row"] for r in rows[1:]]
+    assert kinds.count("op") == 3 and 1 <= kinds.count("gap") <= 3, kinds
 
 
 def test_gpu_profile_refuses_bad_input_and_writes_nothing(tmp_path):
