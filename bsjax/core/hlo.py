@@ -292,7 +292,8 @@ def loop_launches(hlo_text: str) -> list[tuple[str, str, tuple[str, ...]]]:
 
 def instruction_sources(hlo_text: str) -> dict[str, tuple[str, ...]]:
     """Every instruction of the module that names a stack frame, as `name: source chain`
-    (innermost first): what a profiler's kernel (named by its `hlo_op`) is in the code."""
+    (innermost first): what a profiler's kernel is in the code (a GPU kernel is named after its
+    instruction, with "." as "_")."""
     comps, _ = computations(hlo_text)
     frames = source_frames(hlo_text)
     found = {}

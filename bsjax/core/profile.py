@@ -1,12 +1,16 @@
-"""Where a batch's device time goes: JAX's profiler trace read back as a table of kernels.
+"""Where a batch's device time goes: JAX's profiler trace read back as tables.
 
 `jax.profiler.trace(dir, create_perfetto_trace=True)` writes the timeline of everything the
 device ran as Chrome-trace JSON (`plugins/profile/<run>/perfetto_trace.json.gz`). `read_trace`
-loads the newest one under `dir`; `op_table` sums the device's kernels by name (XLA names a
-fusion's kernel after its instruction; `hlo_op` is the thunk that launched it, on a GPU often a
-command buffer holding many kernels) and `busy_summary` says how much of
-the span the device was busy at all: at small batches a GPU turn is mostly gaps between
-kernels (launches, the host's read of the loop test), at large ones it is the kernels.
+loads the device's kernels from the newest one under `dir`, and:
+
+- `op_table` sums them by name (XLA names a fusion's kernel after its instruction; `hlo_op` is
+  the thunk that launched it, on a GPU often a command buffer holding many kernels);
+- `busy_summary` says how much of the span the device was busy at all: at small batches a GPU
+  turn is mostly gaps between kernels, at large ones it is the kernels;
+- `gap_table` sums the idle time between kernels by the pair around it (a pair that recurs once a
+  turn is a round trip through the host, such as a loop's test read back);
+- `dispatches` counts the compiled programs the host ran.
 
 On a CPU the "device" is XLA's CPU client thread, whose ops nest (a `while` holds its body's
 ops), so loops and calls are left out of the table there; on a GPU the stream's kernels do not
