@@ -3,6 +3,8 @@
     python experiments/battleship/lookahead/belief_size.py --particles 4000 --agent lookahead \
         --gamma 0.9
     python experiments/battleship/lookahead/belief_size.py --particles 4000 --agent bayes
+    python experiments/battleship/lookahead/belief_size.py --particles 4000 --agent lookahead \
+        --gamma 0.9 --random 5000
     python experiments/battleship/lookahead/belief_size.py --table-only
 
 Plays `--agent` (the default captain's structure and params, or bayes) on the paper protocol's
@@ -15,7 +17,10 @@ not played again, so an interrupted run resumes where it stopped. The table
 of `pool.py` — by (board, seed): F1, completion, shots, ΔF1 with a 95% percentile bootstrap CI
 and McNemar's exact test on the completions (`bsjax.core.stats`: 10,000 resamples, seed 0), and
 the wall seconds of the blocks played; a look-ahead row is also paired with bayes at its own
-particle count where that was played.
+particle count where that was played. `--random N` plays the first N boards of
+`random_suite(5000, seed 0)` instead, one game each, in blocks of 500 boards
+(`random-b<first board>.csv.gz`), paired with bayes's stored games on those boards
+(`random-games.csv.gz`, boards 0-999; `random-1000-4999-games.csv.gz`, 1,000-4,999).
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ import argparse
 import pathlib
 import time
 
+import numpy as np
 import pandas as pd
 
 from bsjax.battleship.agents.lookahead import LookaheadAgent
 from bsjax.battleship.config import PAPER
+from bsjax.battleship.game import suites
 from bsjax.battleship.harness import api
 from bsjax.core.stats import mcnemar_exact, paired_bootstrap
 
@@ -64,6 +71,65 @@ def play(agent: str, particles: int, block: int, gamma: float | None = None) -> 
               f"F1 {games.f1.mean():.4f}, {wall:.0f} s", flush=True)
 
 
+def play_random(agent: str, particles: int, boards: int, gamma: float | None = None,
+                block: int = 500, first_board: int = 0) -> None:
+    """Every missing block of `agent`'s games on random boards `first_board` to `boards - 1`
+    (two processes can share the boards between them)."""
+    folder = folder_for(particles, gamma)
+    folder.mkdir(exist_ok=True)
+    captain = LookaheadAgent(PAPER) if agent == "lookahead" else "bayes"
+    truths = np.array([b.spans for b in suites.random_suite(5000, 0, PAPER)])[:boards]
+    for first in range(first_board - first_board % block, boards, block):
+        path = folder / f"{agent}-random-b{first}.csv.gz"
+        if path.exists():
+            continue
+        start = time.time()
+        games = api.play(captain, truths=truths[first:first + block], seeds=1, batch_size=250,
+                         particles=particles, progress=False,
+                         params=None if gamma is None else {"gamma": gamma}).to_pandas()
+        wall = time.time() - start
+        games = games.drop(columns=[c for c in ("gamma",) if c in games.columns])
+        games["board_index"] = first + games.board.str[1:].astype(int)
+        tmp = path.with_suffix(".tmp")
+        games.assign(agent=agent, particles=particles, block=first, wall_s=round(wall, 1)).to_csv(
+            tmp, index=False, compression="gzip")
+        tmp.rename(path)
+        print(f"{agent} P={particles} random boards {first}-{first + len(games) - 1}: "
+              f"F1 {games.f1.mean():.4f}, {wall:.0f} s", flush=True)
+
+
+def random_table() -> str:
+    """Each captain played on random boards, paired with bayes P = 500 by board index."""
+    first = pd.read_csv(HERE / "random-games.csv.gz").assign(offset=0)
+    rest = pd.read_csv(HERE / "random-1000-4999-games.csv.gz").assign(offset=1000)
+    stored = pd.concat([first, rest])
+    stored["board_index"] = stored.offset + stored.board.str[1:].astype(int)
+    bayes = stored[(stored.gamma.round(2) == 0.95) & (stored.margin > 1)].set_index("board_index")
+    lines = []
+    for folder in sorted(HERE.glob("belief-P*")):
+        setting = folder.name[len("belief-"):].replace("-gamma", ", γ=").replace("P", "P=", 1)
+        for agent in ("bayes", "lookahead"):
+            blocks = sorted(folder.glob(f"{agent}-random-b*.csv.gz"))
+            if not blocks:
+                continue
+            games = pd.concat(pd.read_csv(b) for b in blocks).set_index("board_index").sort_index()
+            paired = bayes.loc[games.index]
+            d = paired_bootstrap(games.f1.to_numpy(), paired.f1.to_numpy())
+            m = mcnemar_exact(games.won.to_numpy(), paired.won.to_numpy())
+            lines.append(f"| {agent} {setting} | {len(games)} | {games.f1.mean():.4f} "
+                         f"({paired.f1.mean():.4f}) | {games.won.mean():.1%} "
+                         f"({paired.won.mean():.1%}) | {d.mean:+.4f} [{d.low:+.4f}, {d.high:+.4f}] "
+                         f"| {m.only_a} / {m.only_b} (p = {m.p_value:.2g}) "
+                         f"| {games.groupby('block').wall_s.first().sum():.0f} |")
+    if not lines:
+        return ""
+    return ("\nRandom boards of the paper fleet (`random_suite(5000, seed 0)`), one game each, "
+            "paired with bayes P=500 by board\n\n| captain | boards | F1 (bayes P=500) "
+            "| completion (bayes P=500) | ΔF1 vs bayes P=500 [95% CI] "
+            "| completed only by it / by bayes (McNemar p) | wall s |\n"
+            "|---|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n")
+
+
 def stored_p500() -> dict[str, pd.DataFrame]:
     """Bayes and the default captain at P = 500, seeds 100-399 (the files `pool.py` reads)."""
     games = pd.concat([pd.read_csv(HERE / f) for f in HELDOUT])
@@ -78,7 +144,7 @@ def table() -> str:
     for folder in sorted(HERE.glob("belief-P*")):
         setting = folder.name[len("belief-"):].replace("-gamma", ", γ=").replace("P", "P=", 1)
         for agent in ("bayes", "lookahead"):
-            blocks = sorted(folder.glob(f"{agent}-s*.csv.gz"))
+            blocks = sorted(folder.glob(f"{agent}-s[0-9]*.csv.gz"))
             if blocks:
                 rows[f"{agent} {setting}"] = pd.concat(pd.read_csv(b) for b in blocks)
     base = rows["bayes P=500"].set_index(["board", "seed"]).sort_index()
@@ -112,7 +178,7 @@ def table() -> str:
         lines.append(f"| {label} | {len(games)} | {games.f1.mean():.4f} | {games.won.mean():.1%} "
                      f"| {games.shots.mean():.2f} | {change} | {completion} | {versus_same} | "
                      + ("–" if wall != wall else f"{wall:.0f}") + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + random_table()
 
 
 def main() -> None:
@@ -122,12 +188,22 @@ def main() -> None:
     parser.add_argument("--gamma", type=float, default=None,
                         help="the ask threshold γ (default: the agent's own)")
     parser.add_argument("--block", type=int, default=25, help="seed indices per block")
+    parser.add_argument("--random", type=int, default=0,
+                        help="the first N random boards instead of the suite's seeds")
+    parser.add_argument("--first-board", type=int, default=0,
+                        help="with --random: start at this board (another process plays the rest)")
     parser.add_argument("--table-only", action="store_true", help="play nothing")
     args = parser.parse_args()
     if not args.table_only:
         if args.particles < 1 or args.block < 1:
             raise SystemExit("--particles and --block must be at least 1")
-        play(args.agent, args.particles, args.block, args.gamma)
+        if not 0 <= args.random <= 5000:
+            raise SystemExit("--random takes 0..5000 boards")
+        if args.random:
+            play_random(args.agent, args.particles, args.random, args.gamma,
+                        first_board=args.first_board)
+        else:
+            play(args.agent, args.particles, args.block, args.gamma)
     TABLE.write_text(table())
     print(TABLE.read_text(), end="")
 
