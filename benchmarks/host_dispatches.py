@@ -33,6 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def measure(cfg: RunConfig, games: int, repeats: int) -> dict:
+    """One point. Written against `BatchRunner` alone, not `bench.bench(profile_dir=)`, so the
+    same script measures older trees (checked out under `bsjax/battleship`) side by side."""
     game_config, boards = experiment.validate(cfg)
     player = experiment.make_player(cfg, game_config)
     specs = experiment.game_list(boards, max(-(-games // len(boards)), 1),

@@ -48,27 +48,36 @@ def folder_for(particles: int, gamma: float | None) -> pathlib.Path:
     return HERE / (f"belief-P{particles}" + ("" if gamma is None else f"-gamma{gamma:g}"))
 
 
+def _play_block(path: pathlib.Path, agent: str, particles: int, gamma: float | None,
+                first: int, **games_of) -> None:
+    """One block of games (`games_of`: `api.play`'s boards/seeds or truths), written whole to
+    `path` or not at all; skipped if `path` exists (a resumed run)."""
+    if path.exists():
+        return
+    captain = LookaheadAgent(PAPER) if agent == "lookahead" else "bayes"
+    start = time.time()
+    games = api.play(captain, particles=particles, progress=False,
+                     params=None if gamma is None else {"gamma": gamma}, **games_of).to_pandas()
+    wall = time.time() - start
+    games = games.drop(columns=[c for c in ("gamma",) if c in games.columns])
+    if "truths" in games_of:  # random boards are named T0000... within their block
+        games["board_index"] = first + games.board.str[1:].astype(int)
+    tmp = path.with_suffix(".tmp")
+    games.assign(agent=agent, particles=particles, block=first, wall_s=round(wall, 1)).to_csv(
+        tmp, index=False, compression="gzip")
+    tmp.rename(path)  # a block is there whole or not at all
+    print(f"{agent} P={particles} {path.name}: {len(games)} games, F1 {games.f1.mean():.4f}, "
+          f"{wall:.0f} s", flush=True)
+
+
 def play(agent: str, particles: int, block: int, gamma: float | None = None) -> None:
     """Every missing block of `agent`'s held-out games at `particles` (and `gamma`)."""
     folder = folder_for(particles, gamma)
     folder.mkdir(exist_ok=True)
-    captain = LookaheadAgent(PAPER) if agent == "lookahead" else "bayes"
     for first in range(FIRST, LAST + 1, block):
-        path = folder / f"{agent}-s{first}.csv.gz"
-        if path.exists():
-            continue
-        start = time.time()
-        games = api.play(captain, boards="all", seeds=min(block, LAST + 1 - first),
-                         first_seed=first, particles=particles, batch_size=54, progress=False,
-                         params=None if gamma is None else {"gamma": gamma}).to_pandas()
-        games = games.drop(columns=[c for c in ("gamma",) if c in games.columns])
-        wall = time.time() - start
-        tmp = path.with_suffix(".tmp")
-        games.assign(agent=agent, particles=particles, block=first, wall_s=round(wall, 1)).to_csv(
-            tmp, index=False, compression="gzip")
-        tmp.rename(path)  # a block is there whole or not at all
-        print(f"{agent} P={particles} seeds {first}-{first + block - 1}: {len(games)} games, "
-              f"F1 {games.f1.mean():.4f}, {wall:.0f} s", flush=True)
+        _play_block(folder / f"{agent}-s{first}.csv.gz", agent, particles, gamma, first,
+                    boards="all", seeds=min(block, LAST + 1 - first), first_seed=first,
+                    batch_size=54)
 
 
 def play_random(agent: str, particles: int, boards: int, gamma: float | None = None,
@@ -77,25 +86,21 @@ def play_random(agent: str, particles: int, boards: int, gamma: float | None = N
     (two processes can share the boards between them)."""
     folder = folder_for(particles, gamma)
     folder.mkdir(exist_ok=True)
-    captain = LookaheadAgent(PAPER) if agent == "lookahead" else "bayes"
     truths = np.array([b.spans for b in suites.random_suite(5000, 0, PAPER)])[:boards]
     for first in range(first_board - first_board % block, boards, block):
-        path = folder / f"{agent}-random-b{first}.csv.gz"
-        if path.exists():
-            continue
-        start = time.time()
-        games = api.play(captain, truths=truths[first:first + block], seeds=1, batch_size=250,
-                         particles=particles, progress=False,
-                         params=None if gamma is None else {"gamma": gamma}).to_pandas()
-        wall = time.time() - start
-        games = games.drop(columns=[c for c in ("gamma",) if c in games.columns])
-        games["board_index"] = first + games.board.str[1:].astype(int)
-        tmp = path.with_suffix(".tmp")
-        games.assign(agent=agent, particles=particles, block=first, wall_s=round(wall, 1)).to_csv(
-            tmp, index=False, compression="gzip")
-        tmp.rename(path)
-        print(f"{agent} P={particles} random boards {first}-{first + len(games) - 1}: "
-              f"F1 {games.f1.mean():.4f}, {wall:.0f} s", flush=True)
+        _play_block(folder / f"{agent}-random-b{first}.csv.gz", agent, particles, gamma, first,
+                    truths=truths[first:first + block], seeds=1, batch_size=250)
+
+
+def _played(pattern: str):
+    """`(label, games)` of every captain's blocks matching `pattern` (`{agent}` in it), per
+    belief folder: "lookahead P=4000, γ=0.9" and so on."""
+    for folder in sorted(HERE.glob("belief-P*")):
+        setting = folder.name[len("belief-"):].replace("-gamma", ", γ=").replace("P", "P=", 1)
+        for agent in ("bayes", "lookahead"):
+            blocks = sorted(folder.glob(pattern.format(agent=agent)))
+            if blocks:
+                yield f"{agent} {setting}", pd.concat(pd.read_csv(b) for b in blocks)
 
 
 def random_table() -> str:
@@ -106,21 +111,16 @@ def random_table() -> str:
     stored["board_index"] = stored.offset + stored.board.str[1:].astype(int)
     bayes = stored[(stored.gamma.round(2) == 0.95) & (stored.margin > 1)].set_index("board_index")
     lines = []
-    for folder in sorted(HERE.glob("belief-P*")):
-        setting = folder.name[len("belief-"):].replace("-gamma", ", γ=").replace("P", "P=", 1)
-        for agent in ("bayes", "lookahead"):
-            blocks = sorted(folder.glob(f"{agent}-random-b*.csv.gz"))
-            if not blocks:
-                continue
-            games = pd.concat(pd.read_csv(b) for b in blocks).set_index("board_index").sort_index()
-            paired = bayes.loc[games.index]
-            d = paired_bootstrap(games.f1.to_numpy(), paired.f1.to_numpy())
-            m = mcnemar_exact(games.won.to_numpy(), paired.won.to_numpy())
-            lines.append(f"| {agent} {setting} | {len(games)} | {games.f1.mean():.4f} "
-                         f"({paired.f1.mean():.4f}) | {games.won.mean():.1%} "
-                         f"({paired.won.mean():.1%}) | {d.mean:+.4f} [{d.low:+.4f}, {d.high:+.4f}] "
-                         f"| {m.only_a} / {m.only_b} (p = {m.p_value:.2g}) "
-                         f"| {games.groupby('block').wall_s.first().sum():.0f} |")
+    for label, games in _played("{agent}-random-b*.csv.gz"):
+        games = games.set_index("board_index").sort_index()
+        paired = bayes.loc[games.index]
+        d = paired_bootstrap(games.f1.to_numpy(), paired.f1.to_numpy())
+        m = mcnemar_exact(games.won.to_numpy(), paired.won.to_numpy())
+        lines.append(f"| {label} | {len(games)} | {games.f1.mean():.4f} "
+                     f"({paired.f1.mean():.4f}) | {games.won.mean():.1%} "
+                     f"({paired.won.mean():.1%}) | {d.mean:+.4f} [{d.low:+.4f}, {d.high:+.4f}] "
+                     f"| {m.only_a} / {m.only_b} (p = {m.p_value:.2g}) "
+                     f"| {games.groupby('block').wall_s.first().sum():.0f} |")
     if not lines:
         return ""
     return ("\nRandom boards of the paper fleet (`random_suite(5000, seed 0)`), one game each, "
@@ -141,12 +141,7 @@ def stored_p500() -> dict[str, pd.DataFrame]:
 
 def table() -> str:
     rows = stored_p500()
-    for folder in sorted(HERE.glob("belief-P*")):
-        setting = folder.name[len("belief-"):].replace("-gamma", ", γ=").replace("P", "P=", 1)
-        for agent in ("bayes", "lookahead"):
-            blocks = sorted(folder.glob(f"{agent}-s[0-9]*.csv.gz"))
-            if blocks:
-                rows[f"{agent} {setting}"] = pd.concat(pd.read_csv(b) for b in blocks)
+    rows.update(_played("{agent}-s[0-9]*.csv.gz"))
     base = rows["bayes P=500"].set_index(["board", "seed"]).sort_index()
     lines = ["Paper protocol, particle belief (4 sweeps), 18 boards, held-out seed indices "
              "100-399; each row paired with bayes at P = 500 on the games it played", "",
