@@ -74,3 +74,16 @@ def test_set_at_and_add_at_equal_the_scatters(rows, width, index, seed):
     bools = ints > 0
     np.testing.assert_array_equal(fastpath.set_at(bools, jnp.int32(i), True),
                                   bools.at[i].set(True))
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(1, 40), width=st.integers(0, 3), index=st.data(),
+       seed=st.integers(0, 2**16))
+def test_row_at_equals_the_gather(rows, width, index, seed):
+    i = index.draw(st.integers(0, rows - 1))
+    shape = (rows,) + ((width,) if width else ())
+    words = jnp.asarray(np.random.default_rng(seed).integers(0, 2**32, shape, np.uint64),
+                        jnp.uint32)
+    np.testing.assert_array_equal(jax.jit(fastpath.row_at)(words, jnp.int32(i)), words[i])
+    # The TPU's form, run here.
+    np.testing.assert_array_equal(jax.jit(fastpath._row_by_mask)(words, jnp.int32(i)), words[i])

@@ -100,6 +100,25 @@ def add_at(array: jnp.ndarray, index: jnp.ndarray, amount: jnp.ndarray) -> jnp.n
     return array + jnp.where(row, jnp.asarray(amount, array.dtype), jnp.zeros((), array.dtype))
 
 
+def row_at(array: jnp.ndarray, index: jnp.ndarray) -> jnp.ndarray:
+    """`array[index]` of an unsigned integer array for a `[]` index in `[0, len(array))`.
+
+    On a TPU a masked OR over the rows: a gather's operand is laid out row-major there, so a
+    `[K, 2]` array of bitboards would be copied padded 64-fold to its 128-lane tiles. Elsewhere
+    the gather, which fuses with its readers (the OR would be a kernel of its own on a GPU)."""
+    return lax.platform_dependent(array, index, tpu=_row_by_mask, default=_row_by_gather)
+
+
+def _row_by_gather(array: jnp.ndarray, index: jnp.ndarray) -> jnp.ndarray:
+    return array[index]
+
+
+def _row_by_mask(array: jnp.ndarray, index: jnp.ndarray) -> jnp.ndarray:
+    row = lax.broadcasted_iota(jnp.int32, array.shape, 0) == index
+    return lax.reduce(jnp.where(row, array, jnp.zeros((), array.dtype)),
+                      jnp.zeros((), array.dtype), lax.bitwise_or, (0,))
+
+
 def first_argmax(values: jnp.ndarray) -> jnp.ndarray:
     """`[]` int32 `jnp.argmax` of a `[K]` vector: the first maximum (the first NaN if any)."""
     is_max = (values == jnp.max(values)) | jnp.isnan(values)

@@ -112,13 +112,14 @@ class BayesAgent(Agent):
 
         # The best question's answers recomputed (one row) rather than kept from the [K, P]
         # matrix: used once, the matrix fuses into its product and is never stored as booleans.
-        best_answers = sim.answers(regions[best_q][None], parts)                  # [1, P]
+        best_region = fastpath.row_at(regions, best_q)                              # [W]
+        best_answers = sim.answers(best_region[None], parts)                      # [1, P]
         look = sim.lookahead(cfg, parts, best_answers, unknown, tempered=False)
         ask = (eig.bayes_d_ask(p[cell], eig.expected_best_after(look)[0], params.gamma)
                & valid[best_q] & view.can_ask)
         action = Action(kind=jnp.where(ask, ASK, SHOOT).astype(jnp.int32), cell=cell,
                         question_id=jnp.where(ask, template[best_q], -1),
-                        question_bits=regions[best_q])
+                        question_bits=best_region)
         return action, p[cell], state
 
 

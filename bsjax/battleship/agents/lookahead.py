@@ -265,7 +265,8 @@ class LookaheadAgent(Agent):
         q = jnp.where(value[pick] > value[0] + params.margin_question, top[pick], top[0])
         asks = action.kind == ASK
         return action._replace(question_id=jnp.where(asks, template[q], action.question_id),
-                               question_bits=jnp.where(asks, regions[q], action.question_bits))
+                               question_bits=jnp.where(asks, fastpath.row_at(regions, q),
+                                                             action.question_bits))
 
     def _time_question(self, params: LookaheadParams, view: View, turn, action):
         """Let bayes's question wait a turn unless asking it now and then shooting `ask_depth`
