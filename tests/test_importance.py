@@ -345,3 +345,21 @@ def test_update_is_fresh_and_compiles_once():
     # Nothing carried over: the same key and observations give the same particles whatever state.
     fresh = update(jax.random.key(1), state, obs_a)
     chex.assert_trees_all_equal(fresh, state_c)
+
+
+def test_update_or_keep_keeps_the_state_of_a_finished_game():
+    """`base.update_or_keep` for a sampler without its own: the update where `keep` is false,
+    the state itself where it is true, the update's info either way."""
+    from bsjax.battleship.belief.base import update_or_keep
+    sampler = ImportanceSampler(PAPER5, 64)
+    state = sampler.init(jax.random.key(0), observe(PAPER5, (3, 2)), jnp.int32(0))
+    obs = observe(PAPER5, (3, 2), **PAPER_SCENARIOS["two_hits"])
+    key = jax.random.key(1)
+    updated, info = sampler.update(key, state, obs)
+    for keep, expected in ((False, updated), (True, state)):
+        got, got_info = jax.jit(functools.partial(update_or_keep, sampler))(
+            key, state, obs, jnp.bool_(keep))
+        for a, b in zip(jax.tree.leaves((expected, info)), jax.tree.leaves((got, got_info))):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert not np.array_equal(np.asarray(sampler.hit_probability(updated)),
+                              np.asarray(sampler.hit_probability(state)))

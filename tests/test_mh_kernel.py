@@ -28,7 +28,7 @@ def _updates(config, n_particles):
     """jitted `update` of the XLA loop and of the interpreted kernel (obs traced: one compile)."""
     def make(mode):
         sampler = ParticleSampler(config, n_particles=n_particles, mh_kernel=mode)
-        return sampler, jax.jit(sampler.update)
+        return sampler, jax.jit(sampler.update), jax.jit(sampler.update_or_keep)
     return make("xla"), make("interpret")
 
 
@@ -53,7 +53,7 @@ CONFIGS = {"paper": (PAPER, 500), "tiny": (tiny(5, 6, (3, 2, 2), max_questions=3
 def test_kernel_moves_every_particle_as_the_xla_loop(name, hits, misses, n_questions, answers,
                                                      seed):
     config, n_particles = CONFIGS[name]
-    (sampler, xla), (_, fused) = _updates(config, n_particles)
+    (sampler, xla, xla_or_keep), (_, fused, fused_or_keep) = _updates(config, n_particles)
     obs = _observation(config, (hits, misses), n_questions, answers, seed)
     state = sampler.init(jax.random.key(seed), _observation(config, (0, 0), 0, answers, 0),
                          jnp.int32(0))
@@ -62,6 +62,14 @@ def test_kernel_moves_every_particle_as_the_xla_loop(name, hits, misses, n_quest
     for a, b in zip(jax.tree.leaves(expected), jax.tree.leaves(got)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert 0.0 < float(got[1].acceptance) <= 1.0  # the moves did happen
+    # A game that has just ended keeps its belief (the kernel selects it); the info is the
+    # update's either way. Without `keep`, the update itself.
+    for keep, state_expected in ((True, state), (False, expected[0])):
+        for update in (xla_or_keep, fused_or_keep):
+            kept, info = update(key, state, obs, jnp.bool_(keep))
+            for a, b in zip(jax.tree.leaves((state_expected, expected[1])),
+                            jax.tree.leaves((kept, info))):
+                np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_games_identical_with_the_kernel():
@@ -113,11 +121,16 @@ def test_the_tpu_loop_without_tables_moves_as_the_table_loop():
                          jnp.int32(0))
     keys = jax.random.split(jax.random.key(4))
 
-    def observe(mode):
-        return jax.jit(functools.partial(sampler._observe_with, sweeps=4, mode=mode))(
-            keys[0], keys[1], state, obs)
+    def observe(mode, keep=None):
+        return jax.jit(functools.partial(sampler._observe_with, sweeps=4, mode=mode,
+                                         keep=keep))(keys[0], keys[1], state, obs)
 
-    for a, b in zip(jax.tree.leaves(observe("xla")), jax.tree.leaves(observe("xla-direct"))):
+    for keep in (None, jnp.bool_(True), jnp.bool_(False)):
+        for a, b in zip(jax.tree.leaves(observe("xla", keep)),
+                        jax.tree.leaves(observe("xla-direct", keep))):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    kept = observe("xla-direct", jnp.bool_(True))[0]
+    for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(kept)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 

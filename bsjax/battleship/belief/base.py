@@ -112,4 +112,17 @@ class Sampler(Protocol):
         ...
 
 
-__all__ = ["AnswerModel", "BeliefInfo", "Sampler", "answer_model", "kish_ess"]
+def update_or_keep(sampler: Sampler, key: jax.Array, state: PyTree, obs: Observations,
+                   keep: chex.Array) -> tuple[PyTree, BeliefInfo]:
+    """`sampler.update(key, state, obs)`, with `state` itself returned where `keep` (`[]` bool:
+    a game that has just ended keeps its belief), the info the update's either way. A sampler
+    may do this itself (a method of the same name: the particle sampler selects inside its
+    fused kernel); otherwise every leaf is selected. The key is consumed."""
+    own = getattr(sampler, "update_or_keep", None)
+    if own is not None:
+        return own(key, state, obs, keep)
+    updated, info = sampler.update(key, state, obs)
+    return jax.tree.map(lambda new, old: jnp.where(keep, old, new), updated, state), info
+
+
+__all__ = ["AnswerModel", "BeliefInfo", "Sampler", "answer_model", "kish_ess", "update_or_keep"]

@@ -87,7 +87,7 @@ def select(values: list, index):
 # The inputs of the sweeps, in order: the kernel's refs, or the arrays of `sweep_lanes`.
 INPUTS = ("key", "hit", "miss", "question", "answers", "asked", "match", "mismatch", "bits",
           "length", "offset", "count", "neighbours", "spans", "target", "cumulative", "u",
-          "apply")
+          "apply", "keep", "kept_target")
 
 
 def _sweeps(read, lane, real, *, n_ships: int, n_words: int, n_questions: int,
@@ -98,7 +98,9 @@ def _sweeps(read, lane, real, *, n_ships: int, n_words: int, n_questions: int,
     same code is a Pallas program (a block of lanes) and an XLA program over all P particles
     (particles as the minor axis of every array). Returns (S `[B]` spans, `[B]` targets,
     `[B]` int32 moves accepted); with `targets_only`, only `[B]` the lanes' log targets under
-    the observation (the reweighting's), nothing moved."""
+    the observation (the reweighting's), nothing moved. Where input "keep" is set, the spans
+    and targets returned are the lanes' own (the particles as they came, "kept_target" their
+    targets), the moves accepted those of the steps taken all the same."""
     block = lane.shape[0]
     key_hi, key_lo = read("key", 0), read("key", 1)
     hits = [read("hit", w) for w in range(n_words)]
@@ -172,7 +174,12 @@ def _sweeps(read, lane, real, *, n_ships: int, n_words: int, n_questions: int,
     ancestor = jnp.where(read("apply", 0) != 0, jnp.where(real, searched, 0), lane * real)
     carry = ([read("spans", ancestor * n_ships + k) for k in range(n_ships)],
              read("target", ancestor), jnp.zeros((block,), jnp.int32))
-    return lax.fori_loop(0, n_steps, step, carry)
+    spans, target, accepted = lax.fori_loop(0, n_steps, step, carry)
+    # A game that has just ended keeps its belief (`Player`): selected here, inside the kernel,
+    # rather than by a kernel of its own per array after it.
+    keep, own = read("keep", 0) != 0, lane * real
+    spans = [jnp.where(keep, read("spans", own * n_ships + k), s) for k, s in enumerate(spans)]
+    return spans, jnp.where(keep, read("kept_target", own), target), accepted
 
 
 def _kernel(*refs, **static):
@@ -191,7 +198,8 @@ def _kernel(*refs, **static):
     pl_triton.store(accepted_out.at[rows], accepted, mask=real)
 
 
-def _inputs(config: GameConfig, key, spans, target, obs, likelihood, resampling):
+def _inputs(config: GameConfig, key, spans, target, obs, likelihood, resampling, keep=None,
+            kept_target=None):
     """The `INPUTS` arrays, every one as the turn has it (reshapes are free)."""
     n_particles = spans.shape[0]
     if resampling is None:
@@ -206,13 +214,15 @@ def _inputs(config: GameConfig, key, spans, target, obs, likelihood, resampling)
     return [jax.random.key_data(key).astype(jnp.uint32), obs.hit_bits, obs.miss_bits,
             obs.question_bits.reshape(-1), obs.answers, obs.n_questions.reshape(1),
             log_match, log_mismatch, *tables, spans.reshape(-1), target, cumulative,
-            u.astype(jnp.float32), apply]
+            u.astype(jnp.float32), apply,
+            jnp.zeros((1,), jnp.int32) if keep is None else keep.astype(jnp.int32).reshape(1),
+            target if kept_target is None else kept_target]
 
 
 def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: jnp.ndarray,
                obs: Observations, likelihood: tuple[jnp.ndarray, jnp.ndarray], n_steps: int,
-               penalty: float, resampling=None, interpret: bool = False
-               ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+               penalty: float, resampling=None, keep=None, kept_target=None,
+               interpret: bool = False) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
     """`n_steps` MH steps of one game's particles in one kernel; the key is consumed.
 
     Args:
@@ -222,12 +232,14 @@ def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: j
       penalty: the log target per violated shot.
       resampling: a `particles.Resampling` to apply first (its search and gather are done in
         the kernel); None: each particle moves from itself.
+      keep, kept_target: `[]` bool and `[P]` float32: where `keep`, return `spans` as given and
+        `kept_target` (the game's belief unchanged); the moves are counted as without it.
       interpret: run Pallas's interpreter (any backend; for tests on a CPU).
     Returns:
       (`[P, S]` spans, `[P]` targets, `[P]` int32 moves accepted per particle).
     """
     n_particles, n_ships = spans.shape
-    whole = _inputs(config, key, spans, target, obs, likelihood, resampling)
+    whole = _inputs(config, key, spans, target, obs, likelihood, resampling, keep, kept_target)
     kernel = functools.partial(
         _kernel, n_ships=n_ships, n_words=config.n_words, n_questions=config.max_questions,
         n_particles=n_particles, n_steps=n_steps, penalty=penalty)
@@ -248,7 +260,8 @@ def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: j
 def rejuvenate_lanes(config: GameConfig, key: jax.Array, spans: jnp.ndarray,
                      target: jnp.ndarray, obs: Observations,
                      likelihood: tuple[jnp.ndarray, jnp.ndarray], n_steps: int, penalty: float,
-                     resampling=None) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+                     resampling=None, keep=None, kept_target=None
+                     ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
     """`rejuvenate`'s program as plain XLA over all P particles at once (what a TPU runs):
     every intermediate is `[P]` per ship or word, the particles its minor axis, where the
     per-particle formulation makes `[P, 4]` and `[P, 2]` arrays that a TPU's (8, 128) tiles pad
@@ -256,7 +269,7 @@ def rejuvenate_lanes(config: GameConfig, key: jax.Array, spans: jnp.ndarray,
     `rejuvenate`'s."""
     n_particles, n_ships = spans.shape
     inputs = dict(zip(INPUTS, _inputs(config, key, spans, target, obs, likelihood,
-                                      resampling)))
+                                      resampling, keep, kept_target)))
     lane = jnp.arange(n_particles, dtype=jnp.int32)
     spans, target, accepted = _sweeps(
         lambda name, index: inputs[name][index], lane, jnp.ones((n_particles,), bool),

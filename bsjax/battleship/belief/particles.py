@@ -180,8 +180,17 @@ class ParticleSampler(Sampler):
         k_resample, k_mh = jax.random.split(key)
         return self._observe(k_resample, k_mh, state, obs, self.sweeps)
 
+    def update_or_keep(self, key: jax.Array, state: ParticleState, obs: Observations,
+                       keep: jax.Array) -> tuple[ParticleState, BeliefInfo]:
+        """`update`, but the state returned is `state` itself where `keep` (`[]` bool); the info
+        is the update's either way (`base.update_or_keep`). The fused kernel does the select
+        (no kernel of its own per array on a GPU). The key is consumed."""
+        k_resample, k_mh = jax.random.split(key)
+        return self._observe(k_resample, k_mh, state, obs, self.sweeps, keep=keep)
+
     def _observe(self, k_resample: jax.Array | None, k_mh: jax.Array, state: ParticleState,
-                 obs: Observations, sweeps: int) -> tuple[ParticleState, BeliefInfo]:
+                 obs: Observations, sweeps: int, keep: jax.Array | None = None
+                 ) -> tuple[ParticleState, BeliefInfo]:
         """Move the particles to `obs`: reweight (and maybe resample) with `k_resample` (None:
         no reweighting), then `sweeps` MH sweeps with `k_mh`. Runs the sweeps as `mh_kernel`
         says; "auto" is resolved when the program is lowered (the fused kernel for CUDA)."""
@@ -190,7 +199,7 @@ class ParticleSampler(Sampler):
         if mode != "xla" and not mh_kernel.applies(self.config, k_mh, self.n_particles,
                                                    n_steps):
             mode = "xla"
-        observe = functools.partial(self._observe_with, sweeps=sweeps)
+        observe = functools.partial(self._observe_with, sweeps=sweeps, keep=keep)
         if mode in ("auto", "lowering"):
             return lax.platform_dependent(k_resample, k_mh, state, obs,
                                           cuda=functools.partial(observe, mode="pallas"),
@@ -198,7 +207,7 @@ class ParticleSampler(Sampler):
                                           default=functools.partial(observe, mode="xla"))
         return observe(k_resample, k_mh, state, obs, mode=mode)
 
-    def _observe_with(self, k_resample, k_mh, state, obs, *, sweeps, mode):
+    def _observe_with(self, k_resample, k_mh, state, obs, *, sweeps, mode, keep=None):
         # mode "xla" reads each placement's answer term from a `[2**Q]` table built once per
         # observation (`constraints.answer_evidence`); the fused kernel and "xla-direct" (the
         # XLA loop a TPU runs), and the reweighting before them, intersect the board with each
@@ -207,6 +216,7 @@ class ParticleSampler(Sampler):
         evidence = self._evidence(state, obs) if mode == "xla" else None
         likelihood = state.answers.log_likelihood
         ess, targets, plan = jnp.float32(self.n_particles), state.log_target, None
+        before = state
         if k_resample is not None:
             log_weights, targets, plan, ess = self._reweight(k_resample, state, obs, evidence,
                                                              lanes=mode == "xla-direct")
@@ -215,19 +225,25 @@ class ParticleSampler(Sampler):
         if mode == "xla-direct":  # a TPU: the particles as every array's minor axis
             spans, target, accepted = mh_kernel.rejuvenate_lanes(
                 self.config, k_mh, state.spans, targets, obs, likelihood, n_steps, PENALTY,
-                resampling=plan)
+                resampling=plan, keep=keep, kept_target=before.log_target)
         elif mode == "xla":
             index = None if plan is None else ancestors(plan)
             spans = state.spans if index is None else state.spans[index]
             targets = targets if index is None else targets[index]
             spans, target, accepted = self._sweeps_xla(k_mh, spans, targets, obs, evidence,
                                                        n_steps)
+            if keep is not None:
+                spans = jnp.where(keep, before.spans, spans)
+                target = jnp.where(keep, before.log_target, target)
         else:  # the kernel resamples the particles itself
             spans, target, accepted = mh_kernel.rejuvenate(
                 self.config, k_mh, state.spans, targets, obs,
-                likelihood, n_steps, PENALTY, resampling=plan,
-                interpret=mode == "interpret")
+                likelihood, n_steps, PENALTY, resampling=plan, keep=keep,
+                kept_target=before.log_target, interpret=mode == "interpret")
         acceptance = jnp.sum(accepted).astype(jnp.float32) / (n_steps * self.n_particles)
+        if keep is not None:
+            state = state.replace(log_weights=jnp.where(keep, before.log_weights,
+                                                        state.log_weights))
         return (state.replace(spans=spans, log_target=target),
                 BeliefInfo(ess=ess.astype(jnp.float32), acceptance=acceptance))
 

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from bsjax.battleship.agents.base import Agent, HostCaptain
-from bsjax.battleship.belief.base import AnswerModel, Sampler, answer_model
+from bsjax.battleship.belief.base import AnswerModel, Sampler, answer_model, update_or_keep
 from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game.env import Env
 from bsjax.battleship.types import GameState, TurnRecord
@@ -106,10 +106,9 @@ class Player:
         new_state, outcome = env.step(k_env, state, action)
         diagnostics = {}
         if self.sampler is not None:
-            updated, info = self.sampler.update(k_belief, belief, new_state.obs)
             # No refresh is needed once the game is over; keep the old belief then.
-            belief = jax.tree.map(lambda new, old: jnp.where(new_state.done, old, new),
-                                  updated, belief)
+            belief, info = update_or_keep(self.sampler, k_belief, belief, new_state.obs,
+                                          new_state.done)
             diagnostics = {"ess": info.ess, "acceptance": info.acceptance}
         # The reflective runtime's after-turn step (the identity for other agents).
         new_agent_state = self.agent.observe(params.agent, env.observe(new_state), self.sampler,
