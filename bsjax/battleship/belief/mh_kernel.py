@@ -87,7 +87,7 @@ def select(values: list, index):
 # The inputs of the sweeps, in order: the kernel's refs, or the arrays of `sweep_lanes`.
 INPUTS = ("key", "hit", "miss", "question", "answers", "asked", "match", "mismatch", "bits",
           "length", "offset", "count", "neighbours", "spans", "target", "cumulative", "u",
-          "apply", "keep", "kept_target")
+          "apply", "keep", "kept_target", "log_weights", "top")
 
 
 def _sweeps(read, lane, real, *, n_ships: int, n_words: int, n_questions: int,
@@ -182,24 +182,35 @@ def _sweeps(read, lane, real, *, n_ships: int, n_words: int, n_questions: int,
     return spans, jnp.where(keep, read("kept_target", own), target), accepted
 
 
+def _log_weights(read, own):
+    """`[B]` the lanes' log weights after the update (`ParticleSampler._reweight`'s, the same
+    operations: the previous weight times the target ratio, over the game's largest, zero when
+    resampled; where "keep" the previous). Written by the kernel, not by a kernel of its own."""
+    previous = read("log_weights", own)
+    new = (previous + (read("target", own) - read("kept_target", own))) - read("top", 0)
+    new = jnp.where(read("apply", 0) != 0, jnp.float32(0.0), new)
+    return jnp.where(read("keep", 0) != 0, previous, new)
+
+
 def _kernel(*refs, **static):
     """One Pallas program: the sweeps of a block of `BLOCK` particles (the last block may run
     past P: its extra lanes compute and write nothing)."""
     inputs = dict(zip(INPUTS, refs))
-    spans_out, target_out, accepted_out = refs[len(INPUTS):]
+    spans_out, target_out, accepted_out, weights_out = refs[len(INPUTS):]
     lane = pl.program_id(0) * BLOCK + lax.broadcasted_iota(jnp.int32, (BLOCK,), 0)
     real = lane < static["n_particles"]
-    spans, target, accepted = _sweeps(lambda name, index: inputs[name][index], lane, real,
-                                      **static)
+    read = lambda name, index: inputs[name][index]  # noqa: E731
+    spans, target, accepted = _sweeps(read, lane, real, **static)
     rows = pl.ds(0, BLOCK)
     for k in range(static["n_ships"]):
         pl_triton.store(spans_out.at[rows, jnp.int32(k)], spans[k], mask=real)
     pl_triton.store(target_out.at[rows], target, mask=real)
     pl_triton.store(accepted_out.at[rows], accepted, mask=real)
+    pl_triton.store(weights_out.at[rows], _log_weights(read, lane * real), mask=real)
 
 
 def _inputs(config: GameConfig, key, spans, target, obs, likelihood, resampling, keep=None,
-            kept_target=None):
+            kept_target=None, weights=None):
     """The `INPUTS` arrays, every one as the turn has it (reshapes are free)."""
     n_particles = spans.shape[0]
     if resampling is None:
@@ -216,13 +227,16 @@ def _inputs(config: GameConfig, key, spans, target, obs, likelihood, resampling,
             log_match, log_mismatch, *tables, spans.reshape(-1), target, cumulative,
             u.astype(jnp.float32), apply,
             jnp.zeros((1,), jnp.int32) if keep is None else keep.astype(jnp.int32).reshape(1),
-            target if kept_target is None else kept_target]
+            target if kept_target is None else kept_target,
+            *((jnp.zeros((n_particles,), jnp.float32), jnp.zeros((1,), jnp.float32))
+              if weights is None else (weights[0], jnp.reshape(weights[1], (1,))))]
 
 
 def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: jnp.ndarray,
                obs: Observations, likelihood: tuple[jnp.ndarray, jnp.ndarray], n_steps: int,
-               penalty: float, resampling=None, keep=None, kept_target=None,
-               interpret: bool = False) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+               penalty: float, resampling=None, keep=None, kept_target=None, weights=None,
+               interpret: bool = False
+               ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray, jnp.ndarray]:
     """`n_steps` MH steps of one game's particles in one kernel; the key is consumed.
 
     Args:
@@ -234,12 +248,17 @@ def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: j
         the kernel); None: each particle moves from itself.
       keep, kept_target: `[]` bool and `[P]` float32: where `keep`, return `spans` as given and
         `kept_target` (the game's belief unchanged); the moves are counted as without it.
+      weights: (`[P]` the previous log weights, `[]` the largest reweighted one) of the
+        reweighting (`ParticleSampler._reweight`), from which the kernel writes the new log
+        weights (None: zeros are written).
       interpret: run Pallas's interpreter (any backend; for tests on a CPU).
     Returns:
-      (`[P, S]` spans, `[P]` targets, `[P]` int32 moves accepted per particle).
+      (`[P, S]` spans, `[P]` targets, `[P]` int32 moves accepted per particle, `[P]` log
+      weights).
     """
     n_particles, n_ships = spans.shape
-    whole = _inputs(config, key, spans, target, obs, likelihood, resampling, keep, kept_target)
+    whole = _inputs(config, key, spans, target, obs, likelihood, resampling, keep, kept_target,
+                    weights)
     kernel = functools.partial(
         _kernel, n_ships=n_ships, n_words=config.n_words, n_questions=config.max_questions,
         n_particles=n_particles, n_steps=n_steps, penalty=penalty)
@@ -248,10 +267,11 @@ def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: j
     lanes = pl.BlockSpec((BLOCK,), lambda i: (i,))
     return pl.pallas_call(
         kernel, grid=(pl.cdiv(n_particles, BLOCK),),
-        in_specs=full, out_specs=[rows, lanes, lanes],
+        in_specs=full, out_specs=[rows, lanes, lanes, lanes],
         out_shape=[jax.ShapeDtypeStruct(spans.shape, jnp.int32),
                    jax.ShapeDtypeStruct((n_particles,), jnp.float32),
-                   jax.ShapeDtypeStruct((n_particles,), jnp.int32)],
+                   jax.ShapeDtypeStruct((n_particles,), jnp.int32),
+                   jax.ShapeDtypeStruct((n_particles,), jnp.float32)],
         # Triton: a warp per 32 lanes, no software pipelining (the steps depend on each other).
         compiler_params=pl_triton.CompilerParams(num_warps=BLOCK // 32, num_stages=1),
         interpret=interpret, name="mh_sweeps")(*whole)
@@ -260,8 +280,8 @@ def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: j
 def rejuvenate_lanes(config: GameConfig, key: jax.Array, spans: jnp.ndarray,
                      target: jnp.ndarray, obs: Observations,
                      likelihood: tuple[jnp.ndarray, jnp.ndarray], n_steps: int, penalty: float,
-                     resampling=None, keep=None, kept_target=None
-                     ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+                     resampling=None, keep=None, kept_target=None, weights=None
+                     ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray, jnp.ndarray]:
     """`rejuvenate`'s program as plain XLA over all P particles at once (what a TPU runs):
     every intermediate is `[P]` per ship or word, the particles its minor axis, where the
     per-particle formulation makes `[P, 4]` and `[P, 2]` arrays that a TPU's (8, 128) tiles pad
@@ -269,13 +289,14 @@ def rejuvenate_lanes(config: GameConfig, key: jax.Array, spans: jnp.ndarray,
     `rejuvenate`'s."""
     n_particles, n_ships = spans.shape
     inputs = dict(zip(INPUTS, _inputs(config, key, spans, target, obs, likelihood,
-                                      resampling, keep, kept_target)))
+                                      resampling, keep, kept_target, weights)))
     lane = jnp.arange(n_particles, dtype=jnp.int32)
+    read = lambda name, index: inputs[name][index]  # noqa: E731
     spans, target, accepted = _sweeps(
-        lambda name, index: inputs[name][index], lane, jnp.ones((n_particles,), bool),
+        read, lane, jnp.ones((n_particles,), bool),
         n_ships=n_ships, n_words=config.n_words, n_questions=config.max_questions,
         n_particles=n_particles, n_steps=n_steps, penalty=penalty)
-    return jnp.stack(spans, axis=-1), target, accepted
+    return jnp.stack(spans, axis=-1), target, accepted, _log_weights(read, lane)
 
 
 def targets_lanes(config: GameConfig, spans: jnp.ndarray, obs: Observations,

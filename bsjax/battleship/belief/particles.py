@@ -222,29 +222,35 @@ class ParticleSampler(Sampler):
                                                              lanes=mode == "xla-direct")
             state = state.replace(log_weights=log_weights)
         n_steps = sweeps * self.config.n_ships
+        # The kernel's code writes the new log weights itself (and keeps the old where `keep`):
+        # from the previous ones and the reweighting's largest (the same max as `_reweight`'s).
+        weights = None if plan is None else (
+            before.log_weights,
+            jnp.max(before.log_weights + (targets - before.log_target)))
         if mode == "xla-direct":  # a TPU: the particles as every array's minor axis
-            spans, target, accepted = mh_kernel.rejuvenate_lanes(
+            spans, target, accepted, log_weights = mh_kernel.rejuvenate_lanes(
                 self.config, k_mh, state.spans, targets, obs, likelihood, n_steps, PENALTY,
-                resampling=plan, keep=keep, kept_target=before.log_target)
+                resampling=plan, keep=keep, kept_target=before.log_target, weights=weights)
         elif mode == "xla":
             index = None if plan is None else ancestors(plan)
             spans = state.spans if index is None else state.spans[index]
             targets = targets if index is None else targets[index]
             spans, target, accepted = self._sweeps_xla(k_mh, spans, targets, obs, evidence,
                                                        n_steps)
+            log_weights = state.log_weights
             if keep is not None:
                 spans = jnp.where(keep, before.spans, spans)
                 target = jnp.where(keep, before.log_target, target)
+                log_weights = jnp.where(keep, before.log_weights, log_weights)
         else:  # the kernel resamples the particles itself
-            spans, target, accepted = mh_kernel.rejuvenate(
+            spans, target, accepted, log_weights = mh_kernel.rejuvenate(
                 self.config, k_mh, state.spans, targets, obs,
                 likelihood, n_steps, PENALTY, resampling=plan, keep=keep,
-                kept_target=before.log_target, interpret=mode == "interpret")
+                kept_target=before.log_target, weights=weights, interpret=mode == "interpret")
+        if plan is None:  # not reweighted: the weights are as they were
+            log_weights = before.log_weights
         acceptance = jnp.sum(accepted).astype(jnp.float32) / (n_steps * self.n_particles)
-        if keep is not None:
-            state = state.replace(log_weights=jnp.where(keep, before.log_weights,
-                                                        state.log_weights))
-        return (state.replace(spans=spans, log_target=target),
+        return (state.replace(spans=spans, log_target=target, log_weights=log_weights),
                 BeliefInfo(ess=ess.astype(jnp.float32), acceptance=acceptance))
 
     def _reweight(self, key: jax.Array, state: ParticleState, obs: Observations,
