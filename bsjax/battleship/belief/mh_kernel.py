@@ -5,7 +5,8 @@ for a GPU, each step is about 13 kernels, so the 16 steps of an update are ~210 
 game-turn — most of a turn at small and medium batches, where a GPU's time is launches, not
 arithmetic. Here the whole loop is one Pallas kernel: a program holds a block of one game's
 particles in registers and runs every step on them, reading the span tables by gathers, after
-doing the update's systematic resampling (its search and gather). One launch per update.
+doing the update's systematic resampling (its search and gather). One launch per update: the
+kernel also writes the new log weights and, for a game that has just ended, keeps its belief.
 
 It plays the same moves as the XLA step, draw for draw: the same words (the threefry hash of
 each step's counters, computed in the kernel), the same integer arithmetic for the proposal and
