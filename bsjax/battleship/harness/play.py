@@ -133,7 +133,9 @@ def play_turns(player, keys: jax.Array, params, states: GameState, carries, buff
     def body(carry):
         states, carries, words, turn, _, _ = carry
         states, carries, record = turn_fn(turn_keys(keys, turn), params, states, carries)
-        words = words.at[:, turn].set(pack(record))  # one write per turn, not one per field
+        # One write per turn, not one per field; a dynamic update (turn < max_turns ≤ T), not a
+        # scatter, whose bounds test became a kernel of its own at large batches.
+        words = jax.lax.dynamic_update_index_in_dim(words, pack(record), turn, axis=1)
         requests = record.llm_request & real
         return states, carries, words, turn + 1, requests, going(states, turn + 1, requests)
 
