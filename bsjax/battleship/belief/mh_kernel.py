@@ -99,9 +99,7 @@ def _sweeps(read, lane, real, *, n_ships: int, n_words: int, n_questions: int,
     same code is a Pallas program (a block of lanes) and an XLA program over all P particles
     (particles as the minor axis of every array). Returns (S `[B]` spans, `[B]` targets,
     `[B]` int32 moves accepted); with `targets_only`, only `[B]` the lanes' log targets under
-    the observation (the reweighting's), nothing moved. Where input "keep" is set, the spans
-    and targets returned are the lanes' own (the particles as they came, "kept_target" their
-    targets), the moves accepted those of the steps taken all the same."""
+    the observation (the reweighting's), nothing moved."""
     block = lane.shape[0]
     key_hi, key_lo = read("key", 0), read("key", 1)
     hits = [read("hit", w) for w in range(n_words)]
@@ -175,12 +173,7 @@ def _sweeps(read, lane, real, *, n_ships: int, n_words: int, n_questions: int,
     ancestor = jnp.where(read("apply", 0) != 0, jnp.where(real, searched, 0), lane * real)
     carry = ([read("spans", ancestor * n_ships + k) for k in range(n_ships)],
              read("target", ancestor), jnp.zeros((block,), jnp.int32))
-    spans, target, accepted = lax.fori_loop(0, n_steps, step, carry)
-    # A game that has just ended keeps its belief (`Player`): selected here, inside the kernel,
-    # rather than by a kernel of its own per array after it.
-    keep, own = read("keep", 0) != 0, lane * real
-    spans = [jnp.where(keep, read("spans", own * n_ships + k), s) for k, s in enumerate(spans)]
-    return spans, jnp.where(keep, read("kept_target", own), target), accepted
+    return lax.fori_loop(0, n_steps, step, carry)
 
 
 def _log_weights(read, own):
@@ -202,6 +195,12 @@ def _kernel(*refs, **static):
     real = lane < static["n_particles"]
     read = lambda name, index: inputs[name][index]  # noqa: E731
     spans, target, accepted = _sweeps(read, lane, real, **static)
+    # A game that has just ended keeps its belief (`Player`): selected here, as the kernel
+    # writes, rather than by a kernel of its own per array after it.
+    keep, own = read("keep", 0) != 0, lane * real
+    spans = [jnp.where(keep, read("spans", own * static["n_ships"] + k), s)
+             for k, s in enumerate(spans)]
+    target = jnp.where(keep, read("kept_target", own), target)
     rows = pl.ds(0, BLOCK)
     for k in range(static["n_ships"]):
         pl_triton.store(spans_out.at[rows, jnp.int32(k)], spans[k], mask=real)
@@ -293,11 +292,14 @@ def rejuvenate_lanes(config: GameConfig, key: jax.Array, spans: jnp.ndarray,
                                       resampling, keep, kept_target, weights)))
     lane = jnp.arange(n_particles, dtype=jnp.int32)
     read = lambda name, index: inputs[name][index]  # noqa: E731
-    spans, target, accepted = _sweeps(
+    rows, target, accepted = _sweeps(
         read, lane, jnp.ones((n_particles,), bool),
         n_ships=n_ships, n_words=config.n_words, n_questions=config.max_questions,
         n_particles=n_particles, n_steps=n_steps, penalty=penalty)
-    return jnp.stack(spans, axis=-1), target, accepted, _log_weights(read, lane)
+    moved = jnp.stack(rows, axis=-1)
+    if keep is not None:  # selected whole, as the particles came (no per-ship copies)
+        moved, target = jnp.where(keep, spans, moved), jnp.where(keep, kept_target, target)
+    return moved, target, accepted, _log_weights(read, lane)
 
 
 def targets_lanes(config: GameConfig, spans: jnp.ndarray, obs: Observations,

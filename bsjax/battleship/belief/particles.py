@@ -222,27 +222,29 @@ class ParticleSampler(Sampler):
                                                              lanes=mode == "xla-direct")
             state = state.replace(log_weights=log_weights)
         n_steps = sweeps * self.config.n_ships
-        # The kernel's code writes the new log weights itself (and keeps the old where `keep`):
-        # from the previous ones and the reweighting's largest (the same max as `_reweight`'s).
-        weights = None if plan is None else (
-            before.log_weights,
-            jnp.max(before.log_weights + (targets - before.log_target)))
+        log_weights = state.log_weights
+        if keep is not None:
+            log_weights = jnp.where(keep, before.log_weights, log_weights)
         if mode == "xla-direct":  # a TPU: the particles as every array's minor axis
-            spans, target, accepted, log_weights = mh_kernel.rejuvenate_lanes(
+            spans, target, accepted, _ = mh_kernel.rejuvenate_lanes(
                 self.config, k_mh, state.spans, targets, obs, likelihood, n_steps, PENALTY,
-                resampling=plan, keep=keep, kept_target=before.log_target, weights=weights)
+                resampling=plan, keep=keep, kept_target=before.log_target)
         elif mode == "xla":
             index = None if plan is None else ancestors(plan)
             spans = state.spans if index is None else state.spans[index]
             targets = targets if index is None else targets[index]
             spans, target, accepted = self._sweeps_xla(k_mh, spans, targets, obs, evidence,
                                                        n_steps)
-            log_weights = state.log_weights
             if keep is not None:
                 spans = jnp.where(keep, before.spans, spans)
                 target = jnp.where(keep, before.log_target, target)
-                log_weights = jnp.where(keep, before.log_weights, log_weights)
         else:  # the kernel resamples the particles itself
+            # It writes the new log weights too (the previous where `keep`), from the previous
+            # ones and the reweighting's largest (the same max as `_reweight`'s): on a GPU, no
+            # kernel of their own.
+            weights = None if plan is None else (
+                before.log_weights,
+                jnp.max(before.log_weights + (targets - before.log_target)))
             spans, target, accepted, log_weights = mh_kernel.rejuvenate(
                 self.config, k_mh, state.spans, targets, obs,
                 likelihood, n_steps, PENALTY, resampling=plan, keep=keep,
