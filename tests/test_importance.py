@@ -363,3 +363,27 @@ def test_update_or_keep_keeps_the_state_of_a_finished_game():
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert not np.array_equal(np.asarray(sampler.hit_probability(updated)),
                               np.asarray(sampler.hit_probability(state)))
+
+
+def test_a_subclass_that_overrides_update_is_not_bypassed():
+    """A particle sampler's subclass with its own `update` (and not `update_or_keep`) is
+    updated by that `update` when a game goes on."""
+    import dataclasses
+
+    from bsjax.battleship.belief.base import update_or_keep
+    from bsjax.battleship.belief.particles import ParticleSampler
+
+    @dataclasses.dataclass(frozen=True)
+    class Frozen(ParticleSampler):
+        def update(self, key, state, obs):
+            return state, super().update(key, state, obs)[1]
+
+    sampler = Frozen(PAPER5, n_particles=32)
+    state = sampler.init(jax.random.key(0), observe(PAPER5, (3, 2)), jnp.int32(0))
+    obs = observe(PAPER5, (3, 2), **PAPER_SCENARIOS["two_hits"])
+    got, _ = update_or_keep(sampler, jax.random.key(1), state, obs, jnp.bool_(False))
+    for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(got)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    moved, _ = update_or_keep(ParticleSampler(PAPER5, n_particles=32), jax.random.key(1), state,
+                              obs, jnp.bool_(False))
+    assert not np.array_equal(np.asarray(moved.spans), np.asarray(state.spans))
