@@ -70,11 +70,15 @@ def _play_block(path: pathlib.Path, agent: str, particles: int, gamma: float | N
           f"{wall:.0f} s", flush=True)
 
 
-def play(agent: str, particles: int, block: int, gamma: float | None = None) -> None:
-    """Every missing block of `agent`'s held-out games at `particles` (and `gamma`)."""
+def play(agent: str, particles: int, block: int, gamma: float | None = None,
+         first_seed: int = FIRST, last_seed: int = LAST) -> None:
+    """Every missing block of `agent`'s held-out games at `particles` (and `gamma`) whose first
+    seed index is in `first_seed .. last_seed` (two processes can split the seeds)."""
     folder = folder_for(particles, gamma)
     folder.mkdir(exist_ok=True)
     for first in range(FIRST, LAST + 1, block):
+        if not first_seed <= first <= last_seed:
+            continue
         _play_block(folder / f"{agent}-s{first}.csv.gz", agent, particles, gamma, first,
                     boards="all", seeds=min(block, LAST + 1 - first), first_seed=first,
                     batch_size=54)
@@ -187,6 +191,9 @@ def main() -> None:
                         help="the first N random boards instead of the suite's seeds")
     parser.add_argument("--first-board", type=int, default=0,
                         help="with --random: start at this board (another process plays the rest)")
+    parser.add_argument("--seed-range", default=f"{FIRST}-{LAST}",
+                        help="play only the blocks starting in this range of held-out seed "
+                             "indices, e.g. 250-399 (another process plays the rest)")
     parser.add_argument("--table-only", action="store_true", help="play nothing")
     args = parser.parse_args()
     if not args.table_only:
@@ -198,7 +205,10 @@ def main() -> None:
             play_random(args.agent, args.particles, args.random, args.gamma,
                         first_board=args.first_board)
         else:
-            play(args.agent, args.particles, args.block, args.gamma)
+            low, _, high = args.seed_range.partition("-")
+            if not (low.isdigit() and high.isdigit() and FIRST <= int(low) <= int(high) <= LAST):
+                raise SystemExit(f"--seed-range takes A-B within {FIRST}-{LAST}")
+            play(args.agent, args.particles, args.block, args.gamma, int(low), int(high))
     TABLE.write_text(table())
     print(TABLE.read_text(), end="")
 
