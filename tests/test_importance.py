@@ -367,7 +367,7 @@ def test_update_or_keep_keeps_the_state_of_a_finished_game():
 
 def test_a_subclass_that_overrides_update_is_not_bypassed():
     """A particle sampler's subclass with its own `update` (and not `update_or_keep`) is
-    updated by that `update` when a game goes on."""
+    updated by that `update` when a game goes on; one with its own `update_or_keep` by that."""
     import dataclasses
 
     from bsjax.battleship.belief.base import update_or_keep
@@ -387,3 +387,12 @@ def test_a_subclass_that_overrides_update_is_not_bypassed():
     moved, _ = update_or_keep(ParticleSampler(PAPER5, n_particles=32), jax.random.key(1), state,
                               obs, jnp.bool_(False))
     assert not np.array_equal(np.asarray(moved.spans), np.asarray(state.spans))
+
+    @dataclasses.dataclass(frozen=True)
+    class OwnKeep(ParticleSampler):  # its own update_or_keep (never moves) is the one used
+        def update_or_keep(self, key, state, obs, keep):
+            return state, super().update(key, state, obs)[1]
+
+    kept, _ = update_or_keep(OwnKeep(PAPER5, n_particles=32), jax.random.key(1), state, obs,
+                             jnp.bool_(False))
+    np.testing.assert_array_equal(np.asarray(kept.spans), np.asarray(state.spans))

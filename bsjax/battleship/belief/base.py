@@ -112,9 +112,9 @@ class Sampler(Protocol):
         ...
 
 
-def _defined_by(cls: type, name: str) -> type | None:
-    """The class of `cls`'s method resolution order that defines `name`."""
-    return next((c for c in cls.__mro__ if name in c.__dict__), None)
+def _definition_depth(cls: type, name: str) -> int:
+    """How far up `cls`'s method resolution order `name` is defined (0: by `cls` itself)."""
+    return next((i for i, c in enumerate(cls.__mro__) if name in c.__dict__), len(cls.__mro__))
 
 
 def update_or_keep(sampler: Sampler, key: jax.Array, state: PyTree, obs: Observations,
@@ -122,11 +122,13 @@ def update_or_keep(sampler: Sampler, key: jax.Array, state: PyTree, obs: Observa
     """`sampler.update(key, state, obs)`, with `state` itself returned where `keep` (`[]` bool:
     a game that has just ended keeps its belief), the info the update's either way. A sampler
     may do this itself (a method of the same name: the particle sampler selects inside its
-    fused kernel); otherwise every leaf is selected. A subclass that overrides `update` but not
-    `update_or_keep` gets its own `update` (and the select). The key is consumed."""
+    fused kernel); otherwise every leaf is selected. A subclass that overrides `update` below
+    the class that defines `update_or_keep` gets its own `update` (and the select). The key is
+    consumed."""
     own = getattr(sampler, "update_or_keep", None)
-    if own is not None and _defined_by(type(sampler), "update_or_keep") is _defined_by(
-            type(sampler), "update"):
+    cls = type(sampler)
+    if own is not None and (_definition_depth(cls, "update_or_keep")
+                            <= _definition_depth(cls, "update")):
         return own(key, state, obs, keep)
     updated, info = sampler.update(key, state, obs)
     return jax.tree.map(lambda new, old: jnp.where(keep, old, new), updated, state), info
