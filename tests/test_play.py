@@ -166,6 +166,10 @@ def test_a_runner_traces_one_turn_once():
     assert len(traces) == 1
 
 
+_STACK_PLAYER = experiment.make_player(
+    RunConfig(agent="mra", particles=20), experiment.validate(RunConfig(agent="mra"))[0])
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.integers(0, 3), min_size=1, max_size=40))
 def test_stacked_params_equal_each_games_own_params_stacked(choices):
@@ -187,6 +191,3 @@ def test_stacked_params_equal_each_games_own_params_stacked(choices):
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(expected)):
         assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
 
-
-_STACK_PLAYER = experiment.make_player(
-    RunConfig(agent="mra", particles=20), experiment.validate(RunConfig(agent="mra"))[0])

@@ -77,6 +77,15 @@ def test_a_gpu_trace_counts_the_stream_kernels_only(tmp_path):
     assert profile.dispatches(tmp_path) == 1
 
 
+def test_a_gap_follows_the_kernel_that_ended_last():
+    """Where kernels overlap, the idle time after them is the latest end's, not the last
+    start's: a long kernel, a short one inside it, then a gap."""
+    kernels = [{"op": "long", "ts": 0.0, "dur": 100.0}, {"op": "short", "ts": 10.0, "dur": 10.0},
+               {"op": "next", "ts": 150.0, "dur": 5.0}]
+    assert profile.gap_table(kernels) == [
+        {"before": "long", "after": "next", "gaps": 1, "total_us": 50.0, "median_us": 50.0}]
+
+
 def test_a_cpu_trace_of_a_loop_has_its_body_ops_and_not_the_loop(tmp_path):
     program = jax.jit(lambda x: lax.fori_loop(0, 6, lambda i, y: jnp.cumsum(jnp.sin(y)), x))
     x = jnp.ones(4096)

@@ -19,6 +19,7 @@ nest.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from pathlib import Path
@@ -35,12 +36,26 @@ def trace_file(log_dir: str | Path) -> Path:
     return found[-1]
 
 
+def _events(log_dir: str | Path) -> list[dict]:
+    """The newest trace's events, parsed once per file (a large batch's trace is hundreds of
+    MB of JSON, and `read_trace` and `dispatches` both read it)."""
+    path = trace_file(log_dir)
+    stat = path.stat()
+    return _parsed(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=1)
+def _parsed(path: str, mtime_ns: int, size: int) -> list[dict]:
+    del mtime_ns, size  # part of the cache key: a rewritten file is read again
+    return json.loads(gzip.decompress(Path(path).read_bytes()))["traceEvents"]
+
+
 def read_trace(log_dir: str | Path) -> list[dict]:
     """The device's kernel events of the newest trace under `log_dir`: dicts with `op` (the
     kernel's name), `hlo_op` (the instruction that launched it, where the trace says), `ts`
     and `dur` (µs), in start order. Device: a `/device:...` process's stream threads where the
     trace has one, else the host's XLA client threads (a CPU run)."""
-    events = json.loads(gzip.decompress(trace_file(log_dir).read_bytes()))["traceEvents"]
+    events = _events(log_dir)
     processes = {e["pid"]: e["args"]["name"] for e in events
                  if e.get("ph") == "M" and e.get("name") == "process_name"}
     threads = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events
@@ -64,7 +79,7 @@ def read_trace(log_dir: str | Path) -> list[dict]:
 def dispatches(log_dir: str | Path) -> int:
     """Compiled programs the host ran in the newest trace under `log_dir` (each an executable's
     dispatch: at small batches on a GPU, each costs more than most of a turn's kernels)."""
-    events = json.loads(gzip.decompress(trace_file(log_dir).read_bytes()))["traceEvents"]
+    events = _events(log_dir)
     return sum(1 for e in events if e.get("ph") == "X"
                and e.get("name") == "CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice")
 
@@ -84,15 +99,17 @@ def op_table(kernels: list[dict]) -> list[dict]:
 
 
 def gap_table(kernels: list[dict]) -> list[dict]:
-    """The idle time between consecutive kernels, summed by the pair around it, most first:
+    """The idle time between kernels, summed by the pair around it (the kernel that ended last
+    before the gap, the one after it), most first:
     `before`, `after`, `gaps`, `total_us`, `median_us`. A pair that recurs once a turn with a
     long median is a round trip through the host (e.g. a loop's test read back)."""
     pairs: dict[tuple[str, str], list[float]] = {}
-    end = -float("inf")
+    end, last = -float("inf"), None  # the latest end so far and the kernel that ends there
     for previous, k in zip(kernels, kernels[1:]):
-        end = max(end, previous["ts"] + previous["dur"])
+        if previous["ts"] + previous["dur"] > end:
+            end, last = previous["ts"] + previous["dur"], previous["op"]
         if k["ts"] > end:
-            pairs.setdefault((previous["op"], k["op"]), []).append(k["ts"] - end)
+            pairs.setdefault((last, k["op"]), []).append(k["ts"] - end)
     rows = [{"before": a, "after": b, "gaps": len(v), "total_us": round(sum(v), 3),
              "median_us": round(sorted(v)[len(v) // 2], 3)} for (a, b), v in pairs.items()]
     return sorted(rows, key=lambda r: -r["total_us"])

@@ -280,26 +280,26 @@ def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: j
 def rejuvenate_lanes(config: GameConfig, key: jax.Array, spans: jnp.ndarray,
                      target: jnp.ndarray, obs: Observations,
                      likelihood: tuple[jnp.ndarray, jnp.ndarray], n_steps: int, penalty: float,
-                     resampling=None, keep=None, kept_target=None, weights=None
-                     ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+                     resampling=None, keep=None, kept_target=None
+                     ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
     """`rejuvenate`'s program as plain XLA over all P particles at once (what a TPU runs):
     every intermediate is `[P]` per ship or word, the particles its minor axis, where the
     per-particle formulation makes `[P, 4]` and `[P, 2]` arrays that a TPU's (8, 128) tiles pad
     32- and 64-fold. The same moves (it is the kernel's code). Arguments and returns as
-    `rejuvenate`'s."""
+    `rejuvenate`'s, without the log weights (a TPU has no launches to save: the caller's select
+    writes them)."""
     n_particles, n_ships = spans.shape
     inputs = dict(zip(INPUTS, _inputs(config, key, spans, target, obs, likelihood,
-                                      resampling, keep, kept_target, weights)))
+                                      resampling, keep, kept_target)))
     lane = jnp.arange(n_particles, dtype=jnp.int32)
-    read = lambda name, index: inputs[name][index]  # noqa: E731
     rows, target, accepted = _sweeps(
-        read, lane, jnp.ones((n_particles,), bool),
+        lambda name, index: inputs[name][index], lane, jnp.ones((n_particles,), bool),
         n_ships=n_ships, n_words=config.n_words, n_questions=config.max_questions,
         n_particles=n_particles, n_steps=n_steps, penalty=penalty)
     moved = jnp.stack(rows, axis=-1)
     if keep is not None:  # selected whole, as the particles came (no per-ship copies)
         moved, target = jnp.where(keep, spans, moved), jnp.where(keep, kept_target, target)
-    return moved, target, accepted, _log_weights(read, lane)
+    return moved, target, accepted
 
 
 def targets_lanes(config: GameConfig, spans: jnp.ndarray, obs: Observations,

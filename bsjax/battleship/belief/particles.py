@@ -226,7 +226,7 @@ class ParticleSampler(Sampler):
         if keep is not None:
             log_weights = jnp.where(keep, before.log_weights, log_weights)
         if mode == "xla-direct":  # a TPU: the particles as every array's minor axis
-            spans, target, accepted, _ = mh_kernel.rejuvenate_lanes(
+            spans, target, accepted = mh_kernel.rejuvenate_lanes(
                 self.config, k_mh, state.spans, targets, obs, likelihood, n_steps, PENALTY,
                 resampling=plan, keep=keep, kept_target=before.log_target)
         elif mode == "xla":
@@ -245,12 +245,12 @@ class ParticleSampler(Sampler):
             weights = None if plan is None else (
                 before.log_weights,
                 jnp.max(before.log_weights + (targets - before.log_target)))
-            spans, target, accepted, log_weights = mh_kernel.rejuvenate(
+            spans, target, accepted, written = mh_kernel.rejuvenate(
                 self.config, k_mh, state.spans, targets, obs,
                 likelihood, n_steps, PENALTY, resampling=plan, keep=keep,
                 kept_target=before.log_target, weights=weights, interpret=mode == "interpret")
-        if plan is None:  # not reweighted: the weights are as they were
-            log_weights = before.log_weights
+            if plan is not None:  # reweighted (otherwise the weights are as they were)
+                log_weights = written
         acceptance = jnp.sum(accepted).astype(jnp.float32) / (n_steps * self.n_particles)
         return (state.replace(spans=spans, log_target=target, log_weights=log_weights),
                 BeliefInfo(ess=ess.astype(jnp.float32), acceptance=acceptance))
