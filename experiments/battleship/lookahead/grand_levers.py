@@ -1,0 +1,189 @@
+"""Levers for bayes on Grand et al.'s protocol, on training seeds, paired with bayes.
+
+    python experiments/battleship/lookahead/grand_levers.py            # seeds 0-11, 216 games
+
+Grand's boards (colour and sunk feedback, noiseless answers), importance belief with
+P = 1,000, training seed indices 0-11. Every lever is played on the same games as bayes:
+
+- `answer_noise`: the ε of the captain's answer model (bayes's 0.1 is Grand's), lower because
+  the environment's answers are noiseless (one compiled sweep);
+- `probe`: a question about the one cell bayes is about to shoot ("is there a ship at D4?"),
+  asked instead of the shot when its hit probability is below θ and a question is left; a
+  noiseless answer turns a possible miss into a question;
+- `pool`: bayes's candidate questions widened by every axis-aligned rectangle of at most 9
+  cells (751 regions), or by every rectangle (1,296), on top of its DSL pool of 339.
+
+Writes `grand-levers-216-games.csv.gz` and `grand-levers-216-table.md` beside this file
+(ΔF1 by `bsjax.core.stats.paired_bootstrap`); `--table-only` rebuilds the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import pathlib
+import time
+from unittest import mock
+
+import chex
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from bsjax.battleship.agents import bayes
+from bsjax.battleship.config import GRAND
+from bsjax.battleship.game import bitboard
+from bsjax.battleship.harness import api
+from bsjax.battleship.types import ASK, SHOOT, Action
+from bsjax.core.stats import paired_bootstrap
+
+HERE = pathlib.Path(__file__).parent
+GAMES, TABLE = HERE / "grand-levers-216-games.csv.gz", HERE / "grand-levers-216-table.md"
+SEEDS = 12
+SETUP = dict(protocol="grand", sampler="importance", particles=1000, boards="all", seeds=SEEDS,
+             batch_size=54, progress=False)
+
+
+@chex.dataclass(frozen=True)
+class ProbeParams:
+    """bayes's params and θ `[]` float32: probe a shot's cell when its p is below θ."""
+
+    gamma: chex.Array
+    scoring: dict
+    probe: chex.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeAgent(bayes.BayesAgent):
+    """bayes, but a shot whose hit probability is below `probe` becomes a question about its
+    cell while questions are left (bayes's own questions are kept)."""
+
+    name = "bayes-probe"
+
+    def default_params(self) -> ProbeParams:
+        base = super().default_params()
+        return ProbeParams(gamma=base.gamma, scoring=base.scoring, probe=jnp.float32(0.0))
+
+    def decide(self, key, params, view, sampler, belief, state):
+        action, p_cell, state = super().decide(
+            key, bayes.BayesParams(gamma=params.gamma, scoring=params.scoring), view, sampler,
+            belief, state)
+        cell_bits = bitboard.single(action.cell, self.config.n_words)
+        probe = ((action.kind == SHOOT) & (p_cell < params.probe) & view.can_ask
+                 & ~bayes.already_asked(cell_bits[None], view)[0])
+        return Action(kind=jnp.where(probe, ASK, action.kind).astype(jnp.int32),
+                      cell=action.cell, question_id=jnp.where(probe, -1, action.question_id),
+                      question_bits=jnp.where(probe, cell_bits, action.question_bits)
+                      ), p_cell, state
+
+
+def rectangles(max_cells: int) -> np.ndarray:
+    """`[R, W]` uint32: every axis-aligned rectangle of the 8 × 8 board of at most `max_cells`."""
+    masks = []
+    for r0 in range(8):
+        for r1 in range(r0, 8):
+            for c0 in range(8):
+                for c1 in range(c0, 8):
+                    if (r1 - r0 + 1) * (c1 - c0 + 1) <= max_cells:
+                        mask = np.zeros((8, 8), bool)
+                        mask[r0:r1 + 1, c0:c1 + 1] = True
+                        masks.append(mask.ravel())
+    return bitboard.pack_np(np.array(masks))
+
+
+def widened_pool(extra: np.ndarray):
+    """bayes's `candidate_regions` with `extra` regions appended (template index -1)."""
+    dsl = bayes.candidate_regions
+
+    def pool(config, hit_cells, unknown):
+        regions, template = dsl(config, hit_cells, unknown)
+        return (jnp.concatenate([regions, jnp.asarray(extra)]),
+                jnp.concatenate([template, jnp.full(extra.shape[0], -1, jnp.int32)]))
+    return pool
+
+
+@dataclasses.dataclass(frozen=True)
+class WidePoolAgent(bayes.BayesAgent):
+    """bayes whose candidate questions also hold every rectangle of at most `max_cells` cells
+    (a static field: each pool is its own program)."""
+
+    max_cells: int = 9
+    name = "bayes-wide-pool"
+
+    def decide(self, key, params, view, sampler, belief, state):
+        # bayes's decide reads the module's pool function when it is traced.
+        with mock.patch.object(bayes, "candidate_regions",
+                               widened_pool(rectangles(self.max_cells))):
+            return super().decide(key, params, view, sampler, belief, state)
+
+
+LEVERS = ("answer_noise", "probe", "pool")
+
+
+def play(levers=LEVERS) -> None:
+    """The games (and wall seconds) of `levers` to GAMES, replacing theirs already there."""
+    frames = []
+
+    def add(lever, value, frame, start):
+        frames.append(frame.assign(lever=lever, value=value, wall_s=round(time.time() - start)))
+
+    if "answer_noise" in levers:
+        start = time.time()
+        sweep = api.play("bayes", params={"answer_noise": [0.1, 0.03, 0.01, 0.001]},
+                         **SETUP).to_pandas()
+        for value, frame in sweep.groupby("answer_noise"):
+            add("answer_noise", value, frame.drop(columns="answer_noise"), start)
+    if "probe" in levers:
+        start = time.time()
+        probes = api.play(ProbeAgent(GRAND), params={"probe": [0.45, 0.6]}, **SETUP).to_pandas()
+        for value, frame in probes.groupby("probe"):
+            add("probe", value, frame.drop(columns="probe"), start)
+    if "pool" in levers:
+        for cells in (9, 64):
+            start = time.time()
+            frame = api.play(WidePoolAgent(GRAND, max_cells=cells), **SETUP).to_pandas()
+            add("pool: rectangles up to cells", cells, frame, start)
+    kept = pd.read_csv(GAMES) if GAMES.exists() else pd.DataFrame({"lever": []})
+    kept = kept[~kept.lever.str.split(":").str[0].isin(levers)]
+    pd.concat([kept, *frames]).to_csv(GAMES, index=False)
+
+
+def table() -> str:
+    """The paired table of GAMES (bayes: answer_noise 0.1)."""
+    games = pd.read_csv(GAMES)
+    key = ["board", "seed"]
+    base = games[(games.lever == "answer_noise") & np.isclose(games.value, 0.1)]
+    base = base.set_index(key).sort_index()
+    lines = [f"Grand protocol, importance belief P = 1000, training seeds 0-{SEEDS - 1}, "
+             f"{len(base)} paired games; bayes is answer_noise 0.1", "",
+             "| lever | value | F1 | completion | shots | questions | ΔF1 vs bayes [95% CI] "
+             "| wall s |", "|---|---|---|---|---|---|---|---|"]
+    for (lever, value), g in games.groupby(["lever", "value"], sort=False):
+        g = g.set_index(key).sort_index()
+        assert g.index.equals(base.index)
+        delta = paired_bootstrap(g.f1.to_numpy(), base.f1.to_numpy())
+        lines.append(f"| {lever} | {value:g} | {g.f1.mean():.4f} | {g.won.mean():.1%} "
+                     f"| {g.shots.mean():.2f} | {g.questions.mean():.2f} "
+                     f"| {delta.mean:+.4f} [{delta.low:+.4f}, {delta.high:+.4f}] "
+                     f"| {g.wall_s.iloc[0]} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--table-only", action="store_true",
+                        help="rebuild the table from the committed games")
+    parser.add_argument("--levers", default=",".join(LEVERS),
+                        help=f"play only these of {', '.join(LEVERS)} (the others' games stay)")
+    args = parser.parse_args()
+    levers = tuple(args.levers.split(","))
+    if not set(levers) <= set(LEVERS):
+        raise SystemExit(f"--levers takes some of {', '.join(LEVERS)}")
+    if not args.table_only:
+        play(levers)
+    TABLE.write_text(table())
+    print(TABLE.read_text(), end="")
+
+
+if __name__ == "__main__":
+    main()
