@@ -10,6 +10,8 @@ compiler plugin into `.venv-aot` and runs this script.
 
     JAX_PLATFORMS=cpu .venv-aot/bin/python benchmarks/gpu_check.py --games 54,4096
 
+`--timeout-s S` compiles each point in a child process and writes an error row for one that
+has not finished after S seconds (XLA's compile cannot be stopped from Python otherwise).
 `--sources --out -` also prints each launch of a turn with the source lines it comes from
 (`bsjax.core.hlo.loop_launches`): which code each kernel is, when a launch count moves.
 """
@@ -26,7 +28,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
+import multiprocessing  # noqa: E402
 import platform  # noqa: E402
+import queue as queue_lib  # noqa: E402
+import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import jax  # noqa: E402
@@ -42,6 +47,49 @@ SAMPLERS = ("particles", "chain", "importance")
 
 
 
+def _compile(cfg: RunConfig, games: int, target: str, sources: bool) -> dict:
+    """One point's report, or an error row: one failed point must not stop the table."""
+    try:
+        game_config, _ = experiment.validate(cfg)
+        player = experiment.make_player(cfg, game_config)
+        return aot.compile_turn_loop(player, games, target, sources)
+    except Exception as err:  # noqa: BLE001
+        return {"target": target, "games": games,
+                "error": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"}
+
+
+def _child(queue, *point) -> None:
+    queue.put(_compile(*point))
+
+
+def compile_point(cfg: RunConfig, games: int, target: str, sources: bool,
+                  timeout_s: float | None) -> dict:
+    """`_compile` here, or in a child process stopped after `timeout_s` (XLA's compile cannot
+    be interrupted from Python: a stalled one would hold the whole table)."""
+    if timeout_s is None:
+        return _compile(cfg, games, target, sources)
+    context = multiprocessing.get_context("spawn")   # a fresh JAX in the child, not a fork
+    queue = context.Queue()
+    child = context.Process(target=_child, args=(queue, cfg, games, target, sources))
+    child.start()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            try:
+                return queue.get(timeout=1.0)
+            except queue_lib.Empty:
+                if not child.is_alive() and queue.empty():
+                    error = f"the compiling process exited with code {child.exitcode}"
+                elif time.monotonic() > deadline:
+                    error = f"compile not finished after {timeout_s:g} s (stopped)"
+                else:
+                    continue
+                return {"target": target, "games": games, "error": error}
+    finally:
+        child.terminate()
+        child.join()
+
+
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", default=",".join(AGENTS))
@@ -53,7 +101,13 @@ def main(argv=None) -> list[dict]:
                         help="print each launch of a turn with its source lines (not written)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "h100-aot.jsonl"),
                         help="JSON lines appended here ('-': stdout only)")
+    parser.add_argument("--timeout-s", type=float, default=None,
+                        help="compile each point in a child process and give up on it after "
+                             "this many seconds (an error row; default: in this process, no "
+                             "limit)")
     args = parser.parse_args(argv)
+    if args.timeout_s is not None and not args.timeout_s > 0:
+        parser.error("--timeout-s must be positive")
     stamp = {"commit": provenance.commit(), "host": platform.node(), "cpu": platform.processor() or
              platform.machine(), "jax": jax.__version__, "python": platform.python_version(),
              "date": datetime.date.today().isoformat()}
@@ -62,14 +116,8 @@ def main(argv=None) -> list[dict]:
         samplers = [None] if agent == "random" else args.samplers.split(",")
         for sampler in samplers:
             cfg = RunConfig(agent=agent, sampler=sampler or "particles", particles=args.particles)
-            game_config, _ = experiment.validate(cfg)
-            player = experiment.make_player(cfg, game_config)
             for games in (int(g) for g in args.games.split(",")):
-                try:
-                    report = aot.compile_turn_loop(player, games, args.target, args.sources)
-                except Exception as err:  # noqa: BLE001 — one failed point must not stop the table
-                    report = {"target": args.target, "games": games,
-                              "error": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"}
+                report = compile_point(cfg, games, args.target, args.sources, args.timeout_s)
                 for name, kind, chain in report.pop("launch_sources", []):
                     print(f"  {name:36s} {kind[:44]:44s} {' <- '.join(chain[:3])}")
                 row = {"agent": agent, "sampler": sampler, "particles": args.particles,
