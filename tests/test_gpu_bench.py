@@ -87,7 +87,11 @@ def test_a_short_budget_measures_the_first_point_and_skips_the_rest(gpu_bench, t
     assert status == 0
     rows = [json.loads(line) for line in (out / "cpu.jsonl").read_text().splitlines()]
     assert (rows[0]["agent"], rows[0]["sampler"], rows[0]["games"]) == ("greedy", "particles", 1)
-    assert all("error" not in r and r["games_per_second"] > 0 for r in rows)
+    assert "error" not in rows[0] and rows[0]["games_per_second"] > 0
+    # A second point may fit the budget; on a loaded machine it may instead be stopped at its
+    # share of the budget, which is written as such (never as a measurement).
+    assert all(r.get("games_per_second", 0) > 0 or "not finished" in r.get("error", "")
+               for r in rows[1:])
     assert rows[0]["mh_kernel"] == "auto" and rows[0]["autotune_level"] == 0
     assert rows[0]["command"].startswith("benchmarks/gpu_bench.py --games 1")
     # An unmeasured series is guessed at 30 s: after the first point, the 30.5 s budget holds no
