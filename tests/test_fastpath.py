@@ -87,3 +87,22 @@ def test_row_at_equals_the_gather(rows, width, index, seed):
     np.testing.assert_array_equal(jax.jit(fastpath.row_at)(words, jnp.int32(i)), words[i])
     # The TPU's form, run here.
     np.testing.assert_array_equal(jax.jit(fastpath._row_by_mask)(words, jnp.int32(i)), words[i])
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 130), zeros=st.floats(0.0, 0.9), seed=st.integers(0, 2**16),
+       where=st.sampled_from(["inside", "below", "above", "on an entry"]))
+def test_count_at_most_counts_the_entries_at_most_the_target(n, zeros, seed, where):
+    # Nondecreasing float32 sums of non-negative weights with runs of ties (zero weights), as
+    # the exact sampler's inverse-CDF draws search them.
+    rng = np.random.default_rng(seed)
+    weights = np.where(rng.random(n) < zeros, 0.0, rng.random(n)).astype(np.float32)
+    values = jnp.cumsum(jnp.asarray(weights))
+    target = {"inside": float(rng.random()) * float(values[-1]), "below": -1.0,
+              "above": float(values[-1]) + 1.0,
+              "on an entry": float(values[rng.integers(0, n)])}[where]
+    expected = int(np.sum(np.asarray(values) <= np.float32(target)))
+    target = jnp.float32(target)
+    assert int(jax.jit(fastpath.count_at_most)(values, target)) == expected
+    # The GPU's form (a binary search), run here.
+    assert int(jax.jit(fastpath._count_by_search)(values, target)) == expected

@@ -21,6 +21,7 @@ from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import bitboard
 from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.types import Observations
+from bsjax.core import fastpath
 
 
 class GroupTable(NamedTuple):
@@ -216,7 +217,7 @@ def pick(weights: chex.Array, u: chex.Array, block: int = 32) -> chex.Array:
 
     def first_past(w, target):
         cumulative = jnp.cumsum(w)
-        i = jnp.minimum(jnp.sum(cumulative <= target), w.shape[0] - 1)
+        i = jnp.minimum(fastpath.count_at_most(cumulative, target), w.shape[0] - 1)
         # Rounding can put the target at the total: the last positive weight then.
         last = w.shape[0] - 1 - jnp.argmax(w[::-1] > 0)
         return jnp.where(w[i] > 0, i, last), cumulative
