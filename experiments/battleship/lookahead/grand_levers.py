@@ -143,9 +143,10 @@ def play(levers=LEVERS) -> None:
             start = time.time()
             frame = api.play(WidePoolAgent(GRAND, max_cells=cells), **SETUP).to_pandas()
             add("pool: rectangles up to cells", cells, frame, start)
-    kept = pd.read_csv(GAMES) if GAMES.exists() else pd.DataFrame({"lever": []})
-    kept = kept[~kept.lever.str.split(":").str[0].isin(levers)]
-    pd.concat([kept, *frames]).to_csv(GAMES, index=False)
+    if GAMES.exists():  # the other levers' games stay
+        kept = pd.read_csv(GAMES)
+        frames.insert(0, kept[~kept.lever.str.split(":").str[0].isin(levers)])
+    pd.concat(frames).to_csv(GAMES, index=False)
 
 
 def table() -> str:
