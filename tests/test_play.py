@@ -107,6 +107,49 @@ def test_records_pack_into_words_and_back_bit_for_bit():
         assert pack(wide) is wide and unpack(wide) is wide
 
 
+def test_word_packing_takes_any_batch_dimensions_and_leaves_nothing_or_wide_values_alone():
+    from bsjax.battleship.harness.play import word_packing
+    state = {"f": jnp.asarray([[1.5, -2.0], [0.0, 3.0]], jnp.float32),
+             "i": jnp.asarray([7, -1], jnp.int32), "b": jnp.asarray([[True], [False]])}
+    pack, unpack = word_packing(state, lead=1)
+    words = pack(state)
+    assert words.shape == (2, 2 + 1 + 1) and words.dtype == jnp.uint32
+    jax.tree.map(np.testing.assert_array_equal, unpack(words), state)
+    one_game = jax.tree.map(lambda x: x[1], state)          # no batch dimension at all
+    np.testing.assert_array_equal(pack(one_game), words[1])
+    pack, unpack = word_packing((), lead=1)
+    assert pack(()) == () and unpack(()) == ()
+
+
+def test_the_turn_loop_carries_the_agent_state_as_words_and_back_bit_for_bit():
+    # MRA's reflective record (float, int and bool fields) crosses the turn loop's iterations
+    # packed into words (`play_turns`); the loop's games equal the same turns taken one at a
+    # time with the record as it is, every field bit for bit.
+    from bsjax.battleship.harness.play import batch_turn, play_turns, record_buffer, turn_keys
+    cfg, player, games = _setup(agent="mra")
+    seeds = np.asarray([g.game_seed for g in games], np.int64)
+    keys = game_keys(cfg.run_seed, seeds, np.asarray([g.seed_index for g in games]))
+    params = _params(player, len(games))
+    truths = jnp.asarray([g.spans for g in games], jnp.int32)
+    states, carries = jax.vmap(player.init_one)(turn_keys(keys, 1 << 20), params, truths,
+                                                jnp.asarray(seeds.astype(np.int32)))
+    buffer = record_buffer(player, keys, params, states, carries)
+    looped, loop_carries, records, turns, _ = play_turns(
+        player, keys, params, states, carries, buffer, 0, jnp.ones(len(games), bool),
+        stop_on_request=False)
+    turn_fn = batch_turn(player)
+    for turn in range(int(turns)):
+        states, carries, record = turn_fn(turn_keys(keys, turn), params, states, carries)
+        jax.tree.map(lambda whole, one: np.testing.assert_array_equal(whole[:, turn], one),
+                     records, record)
+    assert bool(states.done.all())
+    for got, want in zip(jax.tree.leaves((looped, loop_carries)),
+                         jax.tree.leaves((states, carries))):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got).view(np.uint8),
+                                      np.asarray(want).view(np.uint8))
+
+
 def test_the_gpu_autotuning_level_is_checked(monkeypatch):
     from bsjax.battleship.harness import play
     monkeypatch.delenv(play.AUTOTUNE_VARIABLE, raising=False)

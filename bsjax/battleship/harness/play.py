@@ -131,8 +131,10 @@ def play_turns(player, keys: jax.Array, params, states: GameState, carries, buff
                                           default=lambda *args: args[-1])
 
     def body(carry):
-        states, carries, words, turn, _, _ = carry
-        states, carries, record = turn_fn(turn_keys(keys, turn), params, states, carries)
+        states, (belief, agent_words), words, turn, _, _ = carry
+        states, (belief, agent_state), record = turn_fn(
+            turn_keys(keys, turn), params, states, (belief, unpack_agent(agent_words)))
+        carries = (belief, pack_agent(agent_state))
         # One write per turn, not one per field; a dynamic update (turn < max_turns ≤ T), not a
         # scatter, whose bounds test became a kernel of its own at large batches.
         words = jax.lax.dynamic_update_index_in_dim(words, pack(record), turn, axis=1)
@@ -140,11 +142,18 @@ def play_turns(player, keys: jax.Array, params, states: GameState, carries, buff
         return states, carries, words, turn + 1, requests, going(states, turn + 1, requests)
 
     pack, unpack = record_packing(buffer)
+    # The agent's state crosses turns as one array of words: on a GPU, keeping a finished
+    # game's state is then one kernel, not one per field where XLA fuses none of them (at one
+    # game, whose `[1]` arrays its fusion treats as scalars: MRA 71 launches a turn, 57 so).
+    belief, agent_state = carries
+    pack_agent, unpack_agent = word_packing(agent_state, lead=1)
     turn = jnp.asarray(turn, jnp.int32)
     requests = jnp.zeros_like(real)
-    start = (states, carries, pack(buffer), turn, requests, going(states, turn, requests))
-    states, carries, words, turn, requests, _ = jax.lax.while_loop(condition, body, start)
-    return states, carries, unpack(words), turn, requests
+    start = (states, (belief, pack_agent(agent_state)), pack(buffer), turn, requests,
+             going(states, turn, requests))
+    states, (belief, agent_words), words, turn, requests, _ = jax.lax.while_loop(
+        condition, body, start)
+    return states, (belief, unpack_agent(agent_words)), unpack(words), turn, requests
 
 
 def record_packing(buffer: TurnRecord):
@@ -154,25 +163,36 @@ def record_packing(buffer: TurnRecord):
     bools as 0/1), so the turn loop writes a turn's record with one kernel instead of one per
     field (on a GPU, one launch each). Records holding 64-bit values (float64 reference runs)
     are left as they are: pack and unpack are then the identity."""
-    leaves, tree = jax.tree.flatten(buffer)
-    if not all(leaf.dtype == jnp.bool_ or leaf.dtype.itemsize == 4 for leaf in leaves):
-        return (lambda record: record), (lambda words: words)
-    batch = leaves[0].shape[:2]                       # [G, T] of the buffer
-    sizes = [int(np.prod(leaf.shape[2:], dtype=int)) for leaf in leaves]
+    return word_packing(buffer, lead=2)                # [G, T] of the buffer
 
-    def pack(record):
-        lead = jax.tree.leaves(record)[0].ndim - (leaves[0].ndim - 2)  # 2: buffer, 1: a turn
+
+def word_packing(example, lead: int):
+    """(pack, unpack): the leaves of pytrees shaped like `example` as one array of 32-bit words
+    and back, bit for bit (floats and ints bitcast, bools as 0/1).
+
+    `example`'s leaves are `[*B, ...]` with `lead` batch dimensions B; pack takes a tree of the
+    same structure whose leaves have any batch dimensions (`[*B', ...]`, the same trailing
+    shapes) to `[*B', R]` uint32, and unpack takes it back. The identity where a leaf is not 32
+    bits wide (float64 reference runs) or there are no leaves."""
+    leaves, tree = jax.tree.flatten(example)
+    if not leaves or not all(leaf.dtype == jnp.bool_ or leaf.dtype.itemsize == 4
+                             for leaf in leaves):
+        return (lambda values: values), (lambda words: words)
+    trailing = [leaf.shape[lead:] for leaf in leaves]
+    sizes = [int(np.prod(shape, dtype=int)) for shape in trailing]
+
+    def pack(values):
         words = []
-        for leaf, size in zip(jax.tree.leaves(record), sizes):
-            flat = leaf.reshape(*leaf.shape[:lead], size)
+        for leaf, shape, size in zip(jax.tree.leaves(values), trailing, sizes):
+            flat = leaf.reshape(*leaf.shape[:leaf.ndim - len(shape)], size)
             words.append(flat.astype(jnp.uint32) if leaf.dtype == jnp.bool_
                          else jax.lax.bitcast_convert_type(flat, jnp.uint32))
         return jnp.concatenate(words, axis=-1)
 
     def unpack(words):
         out, start = [], 0
-        for leaf, size in zip(leaves, sizes):
-            flat = words[..., start:start + size].reshape(*batch, *leaf.shape[2:])
+        for leaf, shape, size in zip(leaves, trailing, sizes):
+            flat = words[..., start:start + size].reshape(*words.shape[:-1], *shape)
             out.append(flat != 0 if leaf.dtype == jnp.bool_
                        else jax.lax.bitcast_convert_type(flat, leaf.dtype))
             start += size
@@ -231,4 +251,5 @@ def _compiled(player):
 
 
 __all__ = ["AUTOTUNE_VARIABLE", "compiler_options", "empty_records", "play_batch", "play_turns",
-           "record_buffer", "record_packing", "record_shapes", "records_by_turn", "turn_keys"]
+           "record_buffer", "record_packing", "record_shapes", "records_by_turn", "turn_keys",
+           "word_packing"]
