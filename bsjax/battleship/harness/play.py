@@ -83,6 +83,10 @@ def record_buffer(player, keys: jax.Array, params, states: GameState, carries) -
     return empty_records(record_shapes(player, keys, params, states, carries))
 
 
+# The fewest fields of an agent state that `play_turns` carries packed into words.
+PACKED_STATE_FIELDS = 8
+
+
 def play_turns(player, keys: jax.Array, params, states: GameState, carries, buffer: TurnRecord,
                turn: jax.Array, real: jax.Array, stop_on_request: bool = True):
     """Play turns from `turn` until every game is done, the turn limit, or (with
@@ -142,11 +146,14 @@ def play_turns(player, keys: jax.Array, params, states: GameState, carries, buff
         return states, carries, words, turn + 1, requests, going(states, turn + 1, requests)
 
     pack, unpack = record_packing(buffer)
-    # The agent's state crosses turns as one array of words: on a GPU, keeping a finished
-    # game's state is then one kernel, not one per field where XLA fuses none of them (at one
-    # game, whose `[1]` arrays its fusion treats as scalars: MRA 71 launches a turn, 57 so).
+    # An agent state of many fields crosses turns as one array of words: on a GPU, keeping a
+    # finished game's state is then one kernel, not one per field where XLA fuses none of them
+    # (at one game, whose `[1]` arrays its fusion treats as scalars: MRA 71 launches a turn, 55
+    # so). A state of a few fields stays as it is: packing WMA's three cost a launch or more.
     belief, agent_state = carries
-    pack_agent, unpack_agent = word_packing(agent_state, lead=1)
+    pack_agent, unpack_agent = ((lambda x: x), (lambda x: x))
+    if len(jax.tree.leaves(agent_state)) >= PACKED_STATE_FIELDS:
+        pack_agent, unpack_agent = word_packing(agent_state, lead=1)
     turn = jnp.asarray(turn, jnp.int32)
     requests = jnp.zeros_like(real)
     start = (states, (belief, pack_agent(agent_state)), pack(buffer), turn, requests,
