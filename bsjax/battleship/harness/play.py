@@ -148,8 +148,8 @@ def play_turns(player, keys: jax.Array, params, states: GameState, carries, buff
     pack, unpack = record_packing(buffer)
     # An agent state of many fields crosses turns as one array of words: on a GPU, keeping a
     # finished game's state is then one kernel, not one per field where XLA fuses none of them
-    # (at one game, whose `[1]` arrays its fusion treats as scalars: MRA 71 launches a turn, 55
-    # so). A state of a few fields stays as it is: packing WMA's three cost a launch or more.
+    # (at one game, whose `[1]` arrays its fusion treats as scalars: MRA's turn 71 launches,
+    # 55 packed). A state of a few fields stays as it is: packed, WMA's three cost launches.
     belief, agent_state = carries
     pack_agent, unpack_agent = ((lambda x: x), (lambda x: x))
     if len(jax.tree.leaves(agent_state)) >= PACKED_STATE_FIELDS:
