@@ -107,7 +107,7 @@ def test_records_pack_into_words_and_back_bit_for_bit():
         assert pack(wide) is wide and unpack(wide) is wide
 
 
-def test_word_packing_takes_any_batch_dimensions_and_leaves_nothing_or_wide_values_alone():
+def test_word_packing_takes_any_batch_dimensions_and_leaves_an_empty_state_alone():
     from bsjax.battleship.harness.play import word_packing
     state = {"f": jnp.asarray([[1.5, -2.0], [0.0, 3.0]], jnp.float32),
              "i": jnp.asarray([7, -1], jnp.int32), "b": jnp.asarray([[True], [False]])}
