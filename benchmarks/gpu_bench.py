@@ -5,7 +5,8 @@ it is taken, and OUT/TAG.png is drawn at the end (or after an interrupt), so a b
 that cuts the run short still leaves every point measured so far:
 
 1. greedy / particles at G = 1, 54, 4,096, 16,384, 65,536 (a single game's speed and the peak);
-2. WMA, MRA, bayes and wma-reflective / particles at G = 54 and 65,536 (the planners at scale);
+2. WMA, MRA, bayes, wma-reflective and lookahead / particles at G = 54 and 65,536 (the
+   planners at scale);
 3. the MCMC chain at G = 1 and 54 (its thousands of dependent steps per refresh);
 4. the look-ahead compiled with and without XLA's GPU autotuning (WMA at 4,096, level 0 and 4:
    compile s and games/s, see `BSJAX_GPU_AUTOTUNE_LEVEL`);
@@ -55,7 +56,7 @@ from bsjax.battleship.harness.experiment import RunConfig, validate
 from bsjax.core.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
-PLANNERS = ("wma", "mra", "bayes", "wma-reflective")
+PLANNERS = ("wma", "mra", "bayes", "wma-reflective", "lookahead")
 SIZES = (1, 54, 4096, 16384, 65536)
 PEAK_SIZES = (131072, 262144)
 

@@ -41,7 +41,7 @@ from bsjax.battleship.harness import aot, experiment  # noqa: E402
 from bsjax.battleship.harness.experiment import RunConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-AGENTS = ("random", "greedy", "wma", "bayes", "mra", "wma-reflective")
+AGENTS = ("random", "greedy", "wma", "bayes", "mra", "wma-reflective", "lookahead")
 SAMPLERS = ("particles", "chain", "importance")
 
 

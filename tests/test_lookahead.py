@@ -7,15 +7,18 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bsjax.battleship import belief as belief_lib
-from bsjax.battleship.agents.lookahead import LookaheadAgent, script_hits, tree_hits
+from bsjax.battleship.agents.lookahead import LookaheadAgent, least_cost, script_hits, tree_hits
 from bsjax.battleship.config import PAPER
 from bsjax.battleship.game import suites
 from bsjax.battleship.harness import api
 from bsjax.battleship.harness.player import Player
 from bsjax.battleship.planning import eig
 from bsjax.battleship.types import ASK, SHOOT
+from bsjax.core import fastpath
 
 RNG = np.random.default_rng(7)
 OCC = (RNG.random((9, 64)) < 0.3).astype(np.float32)         # [P, C] arbitrary 0/1 boards
@@ -96,3 +99,20 @@ def test_every_search_acts_legally_and_a_traced_param_does_not_retrace():
             assert bool(view.can_ask) and np.any(np.asarray(action.question_bits))
         else:
             assert int(action.kind) == SHOOT and bool(view.legal_shots[int(action.cell)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.5, 1.0, -1.5, 2.25, np.inf, np.nan]), min_size=1,
+                max_size=9), st.data())
+def test_least_cost_is_the_first_argmin_and_its_gathers(costs, data):
+    """Ties, infinities and NaNs included: the one-reduction pick equals `first_argmax(-cost)`
+    followed by indexing the cells, the validity and the cost."""
+    k = len(costs)
+    cost = jnp.asarray(costs, jnp.float32)
+    cells = jnp.asarray(data.draw(st.lists(st.integers(0, 63), min_size=k, max_size=k)),
+                        jnp.int32)
+    valid = jnp.asarray(data.draw(st.lists(st.booleans(), min_size=k, max_size=k)))
+    cell, is_valid, least = jax.jit(least_cost, static_argnums=3)(cost, cells, valid, 64)
+    pick = int(fastpath.first_argmax(-cost))
+    assert int(cell) == int(cells[pick]) and bool(is_valid) == bool(valid[pick])
+    np.testing.assert_array_equal(np.asarray(least), np.asarray(cost[pick]))

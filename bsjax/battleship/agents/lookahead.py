@@ -76,6 +76,32 @@ def candidate_shots(p: jax.Array, legal: jax.Array, best: jax.Array, n_shots: in
     return cells, valid
 
 
+def least_cost(cost: jax.Array, cells: jax.Array, valid: jax.Array, n_cells: int
+               ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The candidate of least `[K]` cost (the first on ties, the first NaN if any): its
+    `[]` cell, `[]` validity and `[]` cost, equal to `cells[k]`, `valid[k]`, `cost[k]` with
+    `k = fastpath.first_argmax(-cost)`.
+
+    One reduction, no gather: the candidate's index, cell and validity travel in an integer
+    key beside its cost. On a GPU a gather of a per-game index is a kernel of its own; the
+    argmax and three gathers took five launches a turn.
+    """
+    k = cost.shape[0]
+    key = (jnp.arange(k, dtype=jnp.int32) * n_cells + cells) * 2 + valid.astype(jnp.int32)
+
+    def first_of_max(a, b):
+        (value_a, key_a), (value_b, key_b) = a, b
+        nan_a, nan_b = jnp.isnan(value_a), jnp.isnan(value_b)
+        earlier = key_a < key_b
+        take_a = jnp.where(nan_a | nan_b, nan_a & (~nan_b | earlier),
+                           (value_a > value_b) | ((value_a == value_b) & earlier))
+        return jnp.where(take_a, value_a, value_b), jnp.where(take_a, key_a, key_b)
+
+    best, key = lax.reduce((-cost, key), (jnp.float32(-jnp.inf), jnp.int32(jnp.iinfo(jnp.int32).max)),
+                           first_of_max, (0,))
+    return (key // 2) % n_cells, (key % 2) == 1, -best
+
+
 def rollout_cost(parts: sim.Particles, truth: jax.Array, open_cells: jax.Array,
                  first: jax.Array, depth: int, params: LookaheadParams) -> jax.Array:
     """`[]` float32 shots to sink the fleet from shooting `first`, then the filtered MAP cell.
@@ -319,9 +345,10 @@ class LookaheadAgent(Agent):
             cost = jnp.mean(jax.vmap(lambda c: jax.vmap(lambda t: one(c, t))(truths))(cells),
                             axis=1)                                             # [K]
         cost = jnp.where(valid, cost, jnp.inf)
-        pick = fastpath.first_argmax(-cost)
-        better = valid[pick] & (cost[pick] < cost[0] - params.margin) & (action.kind == SHOOT)
-        return action._replace(cell=jnp.where(better, cells[pick], action.cell))
+        cell, is_valid, least = least_cost(cost, cells, valid, turn.p.shape[0])
+        better = is_valid & (least < cost[0] - params.margin) & (action.kind == SHOOT)
+        return action._replace(cell=jnp.where(better, cell, action.cell))
 
 
-__all__ = ["LookaheadAgent", "LookaheadParams", "candidate_shots", "rollout_cost", "tree_hits"]
+__all__ = ["LookaheadAgent", "LookaheadParams", "candidate_shots", "least_cost", "rollout_cost",
+           "tree_hits"]
