@@ -111,6 +111,9 @@ def main(argv=None) -> list[dict]:
     stamp = {"commit": provenance.commit(), "host": platform.node(), "cpu": platform.processor() or
              platform.machine(), "jax": jax.__version__, "python": platform.python_version(),
              "date": datetime.date.today().isoformat()}
+    effort = jax.config.jax_exec_time_optimization_effort
+    if effort:  # JAX_EXEC_TIME_OPTIMIZATION_EFFORT: less compile time for slower code (-1..1)
+        stamp["exec_time_optimization_effort"] = effort
     rows = []
     for agent in args.agents.split(","):
         samplers = [None] if agent == "random" else args.samplers.split(",")
