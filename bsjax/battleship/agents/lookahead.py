@@ -97,8 +97,8 @@ def least_cost(cost: jax.Array, cells: jax.Array, valid: jax.Array, n_cells: int
                            (value_a > value_b) | ((value_a == value_b) & earlier))
         return jnp.where(take_a, value_a, value_b), jnp.where(take_a, key_a, key_b)
 
-    best, key = lax.reduce((-cost, key), (jnp.float32(-jnp.inf), jnp.int32(jnp.iinfo(jnp.int32).max)),
-                           first_of_max, (0,))
+    start = (jnp.array(-jnp.inf, cost.dtype), jnp.int32(jnp.iinfo(jnp.int32).max))
+    best, key = lax.reduce((-cost, key), start, first_of_max, (0,))
     return (key // 2) % n_cells, (key % 2) == 1, -best
 
 
