@@ -11,12 +11,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bsjax.battleship import belief as belief_lib
-from bsjax.battleship.agents.lookahead import LookaheadAgent, least_cost, script_hits, tree_hits
+from bsjax.battleship.agents.lookahead import (
+    LookaheadAgent,
+    candidate_shots,
+    least_cost,
+    script_hits,
+    tree_hits,
+)
 from bsjax.battleship.config import PAPER
 from bsjax.battleship.game import suites
 from bsjax.battleship.harness import api
 from bsjax.battleship.harness.player import Player
-from bsjax.battleship.planning import eig
+from bsjax.battleship.planning import eig, scoring
 from bsjax.battleship.types import ASK, SHOOT
 from bsjax.core import fastpath
 
@@ -116,3 +122,21 @@ def test_least_cost_is_the_first_argmin_and_its_gathers(costs, data):
     pick = int(fastpath.first_argmax(-cost))
     assert int(cell) == int(cells[pick]) and bool(is_valid) == bool(valid[pick])
     np.testing.assert_array_equal(np.asarray(least), np.asarray(cost[pick]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.125, 0.5, 0.5, 1.0]), min_size=64, max_size=64),
+       st.lists(st.booleans(), min_size=64, max_size=64), st.sampled_from([1, 2, 8]))
+def test_candidate_shots_are_bayes_cell_then_the_next_by_p(p, legal, n_shots):
+    """Ties included: the top-k's cells are bayes's MAP cell (`best_shot`) followed by the
+    `n_shots - 1` next legal cells by p, lowest index first on ties; no legal cell, none valid."""
+    p, legal = jnp.asarray(p, jnp.float32), jnp.asarray(legal)
+    cells, valid = jax.jit(candidate_shots, static_argnums=2)(p, legal, n_shots)
+    if not bool(jnp.any(legal)):
+        assert not bool(jnp.any(valid))
+        return
+    best = scoring.best_shot(p, legal)
+    others = jnp.where(legal & (jnp.arange(64) != best), p, -1.0)
+    score, rest = jax.lax.top_k(others, n_shots - 1)
+    np.testing.assert_array_equal(np.asarray(cells), np.concatenate([[int(best)], rest]))
+    np.testing.assert_array_equal(np.asarray(valid), np.concatenate([[True], score >= 0.0]))
