@@ -77,18 +77,15 @@ def candidate_shots(p: jax.Array, legal: jax.Array, n_shots: int) -> tuple[jax.A
     return cells.astype(jnp.int32), score >= 0.0
 
 
-def least_cost(cost: jax.Array, cells: jax.Array, valid: jax.Array, n_cells: int
-               ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """The candidate of least `[K]` cost (the first on ties, the first NaN if any): its
-    `[]` cell, `[]` validity and `[]` cost, equal to `cells[k]`, `valid[k]`, `cost[k]` with
-    `k = fastpath.first_argmax(-cost)`.
+def least_cost(cost: jax.Array, cells: jax.Array, n_cells: int) -> tuple[jax.Array, jax.Array]:
+    """The candidate of least `[K]` cost (the first on ties, the first NaN if any): its `[]`
+    cell and `[]` cost, equal to `cells[k]` and `cost[k]` with `k = fastpath.first_argmax(-cost)`.
 
-    One reduction, no gather: the candidate's index, cell and validity travel in an integer
-    key beside its cost. On a GPU a gather of a per-game index is a kernel of its own; the
-    argmax and three gathers took five launches a turn.
+    One reduction, no gather: the candidate's index and cell travel in an integer key beside
+    its cost. On a GPU a gather of a per-game index is a kernel of its own; the argmax and the
+    gathers took five launches a turn.
     """
-    k = cost.shape[0]
-    key = (jnp.arange(k, dtype=jnp.int32) * n_cells + cells) * 2 + valid.astype(jnp.int32)
+    key = jnp.arange(cost.shape[0], dtype=jnp.int32) * n_cells + cells
 
     def first_of_max(a, b):
         (value_a, key_a), (value_b, key_b) = a, b
@@ -100,7 +97,7 @@ def least_cost(cost: jax.Array, cells: jax.Array, valid: jax.Array, n_cells: int
 
     start = (jnp.array(-jnp.inf, cost.dtype), jnp.int32(jnp.iinfo(jnp.int32).max))
     best, key = lax.reduce((-cost, key), start, first_of_max, (0,))
-    return (key // 2) % n_cells, (key % 2) == 1, -best
+    return key % n_cells, -best
 
 
 def rollout_cost(parts: sim.Particles, truth: jax.Array, open_cells: jax.Array,
@@ -345,9 +342,10 @@ class LookaheadAgent(Agent):
 
             cost = jnp.mean(jax.vmap(lambda c: jax.vmap(lambda t: one(c, t))(truths))(cells),
                             axis=1)                                             # [K]
+        # An invalid candidate costs inf, which beats nothing: no validity test is needed.
         cost = jnp.where(valid, cost, jnp.inf)
-        cell, is_valid, least = least_cost(cost, cells, valid, turn.p.shape[0])
-        better = is_valid & (least < cost[0] - params.margin) & (action.kind == SHOOT)
+        cell, least = least_cost(cost, cells, turn.p.shape[0])
+        better = (least < cost[0] - params.margin) & (action.kind == SHOOT)
         return action._replace(cell=jnp.where(better, cell, action.cell))
 
 
