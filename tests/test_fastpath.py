@@ -30,6 +30,16 @@ def test_bits_row_is_one_row_of_bits():
         np.testing.assert_array_equal(np.asarray(row(jnp.int32(i))), everything[i])
 
 
+@SETTINGS
+@given(seed=st.integers(0, 2**31 - 1))
+def test_unit_float_of_the_first_word_is_jax_random_uniform(seed):
+    """What the MH kernel draws a resampling's offset with: bit for bit `uniform(key)`."""
+    key = jax.random.key(seed)
+    data = jax.random.key_data(key).astype(jnp.uint32)
+    got = fastpath.unit_float(fastpath.hash_words(data[0], data[1], jnp.uint32(0)))
+    assert np.asarray(got).tobytes() == np.asarray(jax.random.uniform(key)).tobytes()
+
+
 def test_other_generators_fall_back_to_jax():
     """A raw uint32 key or another generator (rbg) gets JAX's own words."""
     raw = jax.random.PRNGKey(3)

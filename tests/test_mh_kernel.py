@@ -19,6 +19,7 @@ from support import grand_tiny, observe, tiny
 
 import bsjax
 from bsjax.battleship.belief import mh_kernel
+from bsjax.battleship.belief import particles as particles_lib
 from bsjax.battleship.belief.particles import ParticleSampler
 from bsjax.battleship.config import PAPER
 
@@ -83,6 +84,32 @@ def test_games_identical_with_the_kernel():
     assert (loop.questions > 0).any() and (loop.shots > 0).all()
     assert loop.to_pandas().equals(fused.to_pandas())
     assert loop.turns_frame().equals(fused.turns_frame())
+
+
+@settings(max_examples=40, deadline=None)
+@given(n_particles=st.sampled_from([1, 5, 128, 200, 500]), seed=st.integers(0, 2**16),
+       spread=st.sampled_from([0.0, 1.0, 30.0, 300.0]), ties=st.booleans())
+def test_the_kernels_counted_ancestors_are_the_searched_ones(n_particles, seed, spread, ties):
+    """`counted` (the kernel: the reweighting's cumulative weights and offset made in the kernel,
+    then counted) gives `search`'s ancestors from `particles.resampling`'s weights and offset,
+    and those are `particles.ancestors`: flat, spread and vanishing weights, tied weights."""
+    rng = np.random.default_rng(seed)
+    draw = lambda: rng.normal(size=n_particles).astype(np.float32) * spread  # noqa: E731
+    previous, target, kept = draw(), draw(), draw()
+    if ties:  # runs of equal weights
+        previous, target, kept = (np.repeat(x[::4], 4)[:n_particles]
+                                  for x in (previous, target, kept))
+    reweighted = jnp.asarray(previous) + (jnp.asarray(target) - jnp.asarray(kept))
+    top = jnp.max(reweighted)
+    plan = particles_lib.resampling(jax.random.key(seed), reweighted - top, jnp.bool_(True))
+    inputs = {"log_weights": previous, "target": target, "kept_target": kept,
+              "top": top.reshape(1), "key_words": plan.key_words, "u": plan.u.reshape(1),
+              "cumulative": plan.cumulative}
+    read = lambda name, index: jnp.asarray(inputs[name])[index]  # noqa: E731
+    lane = jnp.arange(-(-n_particles // mh_kernel.BLOCK) * mh_kernel.BLOCK, dtype=jnp.int32)
+    counted = np.asarray(mh_kernel.counted(read, lane, n_particles))
+    np.testing.assert_array_equal(counted, np.asarray(mh_kernel.search(read, lane, n_particles)))
+    np.testing.assert_array_equal(counted[:n_particles], np.asarray(particles_lib.ancestors(plan)))
 
 
 def _lowered(mode, platform):

@@ -60,6 +60,14 @@ def hash_words(key_hi: jnp.ndarray, key_lo: jnp.ndarray, counters: jnp.ndarray) 
     return high ^ low
 
 
+def unit_float(word: jnp.ndarray) -> jnp.ndarray:
+    """The float32 in [0, 1) `jax.random.uniform` makes of a uint32 word (its mantissa bits
+    under the exponent of 1.0, less 1.0, and its clip at 0). Kernels call it directly."""
+    floats = lax.bitcast_convert_type((word >> jnp.uint32(9)) | jnp.uint32(0x3F800000),
+                                      jnp.float32) - jnp.float32(1.0)
+    return lax.max(jnp.float32(0.0), floats * jnp.float32(1.0) + jnp.float32(0.0))
+
+
 def _hashed(key: jax.Array, counters: jnp.ndarray) -> jnp.ndarray:
     data = jax.random.key_data(key)
     return hash_words(data[0], data[1], counters)

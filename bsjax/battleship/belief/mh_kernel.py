@@ -5,7 +5,7 @@ for a GPU, each step is about 13 kernels, so the 16 steps of an update are ~210 
 game-turn — most of a turn at small and medium batches, where a GPU's time is launches, not
 arithmetic. Here the whole loop is one Pallas kernel: a program holds a block of one game's
 particles in registers and runs every step on them, reading the span tables by gathers, after
-doing the update's systematic resampling (its search and gather). One launch per update: the
+doing the update's systematic resampling (its weights, offset, search and gather). One launch per update: the
 kernel also writes the new log weights and, for a game that has just ended, keeps its belief.
 
 It plays the same moves as the XLA step, draw for draw: the same words (the threefry hash of
@@ -88,16 +88,54 @@ def select(values: list, index):
 # The inputs of the sweeps, in order: the kernel's refs, or the arrays of `sweep_lanes`.
 INPUTS = ("key", "hit", "miss", "question", "answers", "asked", "match", "mismatch", "bits",
           "length", "offset", "count", "neighbours", "spans", "target", "cumulative", "u",
-          "apply", "keep", "kept_target", "log_weights", "top")
+          "key_words", "apply", "keep", "kept_target", "log_weights", "top")
+
+
+def search(read, lane, n_particles: int) -> jnp.ndarray:
+    """`[B]` int32 each lane's systematic-resampling ancestor (`particles.ancestors`, searched
+    step for step: lane p takes the first particle whose "cumulative" weight reaches
+    (u + p) / P, at most P - 1)."""
+    position = (read("u", 0) + lane.astype(jnp.float32)) / n_particles
+    low, high = jnp.zeros_like(lane, jnp.uint32), jnp.full(lane.shape, n_particles, jnp.uint32)
+    for _ in range(int(np.ceil(np.log2(n_particles + 1)))):
+        mid = low + (high - low) // 2
+        left = position <= read("cumulative", mid.astype(jnp.int32))
+        low, high = jnp.where(left, low, mid), jnp.where(left, mid, high)
+    return jnp.clip(high.astype(jnp.int32), 0, n_particles - 1)
+
+
+def counted(read, lane, n_particles: int) -> jnp.ndarray:
+    """`search`'s ancestors from weights the kernel makes itself, as the operations outside it
+    would: the reweighting's log weights (`ParticleSampler._reweight`), their softmax, its
+    cumulative sum and the offset `jax.random.uniform` draws (`particles.resampling`), over all
+    P particles padded to a power of two. The first index reaching a position is the number
+    of cumulative weights below it. On a GPU these were four to six kernels of their own; its
+    sums may round in another order than the host's, as XLA's own did there."""
+    index = lax.broadcasted_iota(jnp.int32, (pl.next_power_of_2(n_particles),), 0)
+    own = jnp.minimum(index, n_particles - 1)
+    log_weights = (read("log_weights", own) + (read("target", own) - read("kept_target", own))
+                   ) - read("top", 0)
+    log_weights = jnp.where(index < n_particles, log_weights, -jnp.inf)
+    unnormalized = jnp.exp(log_weights - jnp.max(log_weights))   # `jax.nn.softmax`'s
+    cumulative = jnp.cumsum(unnormalized / jnp.sum(unnormalized))
+    u = fastpath.unit_float(fastpath.hash_words(read("key_words", 0), read("key_words", 1),
+                                                jnp.uint32(0)))
+    position = (u + lane.astype(jnp.float32)) / n_particles
+    # The padding's cumulative weights are the last particle's: they count only where every
+    # particle's does, and the clip makes that P - 1 as in the search.
+    below = cumulative[None, :] < position[:, None]
+    return jnp.minimum(jnp.sum(below.astype(jnp.int32), axis=1), n_particles - 1)
 
 
 def _sweeps(read, lane, real, *, n_ships: int, n_words: int, n_questions: int,
-            n_particles: int, n_steps: int, penalty: float, targets_only: bool = False):
+            n_particles: int, n_steps: int, penalty: float, targets_only: bool = False,
+            search=search):
     """`n_steps` MH steps of the particles `lane` (`[B]` int32; `real` `[B]` bool those < P),
     repeating `ParticleSampler._mh_step` operation for operation. `read(name, index)` reads
     input `name` (`INPUTS`) at `index` (an int or a `[B]` gather). Written over lanes, so the
     same code is a Pallas program (a block of lanes) and an XLA program over all P particles
-    (particles as the minor axis of every array). Returns (S `[B]` spans, `[B]` targets,
+    (particles as the minor axis of every array). `search` finds the lanes' ancestors (the
+    kernel's is `counted`). Returns (S `[B]` spans, `[B]` targets,
     `[B]` int32 moves accepted); with `targets_only`, only `[B]` the lanes' log targets under
     the observation (the reweighting's), nothing moved."""
     block = lane.shape[0]
@@ -160,16 +198,8 @@ def _sweeps(read, lane, real, *, n_ships: int, n_words: int, n_questions: int,
         spans = [jnp.where(accept, p, s) for p, s in zip(proposal, spans)]
         return spans, jnp.where(accept, new_target, target), accepted + accept.astype(jnp.int32)
 
-    # Each lane starts from its ancestor (`particles.ancestors`, searched here step for step:
-    # lane p takes the first particle whose cumulative weight reaches (u + p) / P); lanes past P
-    # compute a particle and write nothing.
-    position = (read("u", 0) + lane.astype(jnp.float32)) / n_particles
-    low, high = jnp.zeros((block,), jnp.uint32), jnp.full((block,), n_particles, jnp.uint32)
-    for _ in range(int(np.ceil(np.log2(n_particles + 1)))):
-        mid = low + (high - low) // 2
-        left = position <= read("cumulative", mid.astype(jnp.int32))
-        low, high = jnp.where(left, low, mid), jnp.where(left, mid, high)
-    searched = jnp.clip(high.astype(jnp.int32), 0, n_particles - 1)
+    # Each lane starts from its ancestor; lanes past P compute a particle and write nothing.
+    searched = search(read, lane, n_particles)
     ancestor = jnp.where(read("apply", 0) != 0, jnp.where(real, searched, 0), lane * real)
     carry = ([read("spans", ancestor * n_ships + k) for k in range(n_ships)],
              read("target", ancestor), jnp.zeros((block,), jnp.int32))
@@ -194,7 +224,7 @@ def _kernel(*refs, **static):
     lane = pl.program_id(0) * BLOCK + lax.broadcasted_iota(jnp.int32, (BLOCK,), 0)
     real = lane < static["n_particles"]
     read = lambda name, index: inputs[name][index]  # noqa: E731
-    spans, target, accepted = _sweeps(read, lane, real, **static)
+    spans, target, accepted = _sweeps(read, lane, real, search=counted, **static)
     # A game that has just ended keeps its belief (`Player`): selected here, as the kernel
     # writes, rather than by a kernel of its own per array after it.
     keep, own = read("keep", 0) != 0, lane * real
@@ -210,22 +240,26 @@ def _kernel(*refs, **static):
 
 
 def _inputs(config: GameConfig, key, spans, target, obs, likelihood, resampling, keep=None,
-            kept_target=None, weights=None):
-    """The `INPUTS` arrays, every one as the turn has it (reshapes are free)."""
+            kept_target=None, weights=None, drawn=True):
+    """The `INPUTS` arrays, every one as the turn has it (reshapes are free). Without `drawn`
+    (the kernel, which draws the resampling's offset and makes its cumulative weights itself:
+    `counted`), "cumulative" and "u" are placeholders, so that nothing computes them."""
     n_particles = spans.shape[0]
-    if resampling is None:
-        cumulative, u, apply = (jnp.zeros((n_particles,), jnp.float32), jnp.zeros((1,)),
-                                jnp.zeros((1,), jnp.int32))
+    if resampling is None:  # each particle moves from itself
+        cumulative, u = jnp.zeros((n_particles,), jnp.float32), jnp.float32(0.0)
+        key_words, apply = jnp.zeros((2,), jnp.uint32), jnp.zeros((1,), jnp.int32)
     else:
-        cumulative, u, apply = (resampling.cumulative, resampling.u.reshape(1),
-                                resampling.apply.astype(jnp.int32).reshape(1))
+        cumulative, u = resampling.cumulative, resampling.u
+        key_words, apply = resampling.key_words, resampling.apply.astype(jnp.int32).reshape(1)
+    if not drawn:
+        cumulative, u = jnp.zeros((1,), jnp.float32), jnp.float32(0.0)
     tables = [jnp.asarray(t) for t in _tables(config.rows, config.cols,
                                               tuple(sorted(config.ship_lengths)))]
     log_match, log_mismatch = (jnp.asarray(x, jnp.float32).reshape(1) for x in likelihood)
     return [jax.random.key_data(key).astype(jnp.uint32), obs.hit_bits, obs.miss_bits,
             obs.question_bits.reshape(-1), obs.answers, obs.n_questions.reshape(1),
             log_match, log_mismatch, *tables, spans.reshape(-1), target, cumulative,
-            u.astype(jnp.float32), apply,
+            u.astype(jnp.float32).reshape(1), key_words, apply,
             jnp.zeros((1,), jnp.int32) if keep is None else keep.astype(jnp.int32).reshape(1),
             target if kept_target is None else kept_target,
             *((jnp.zeros((n_particles,), jnp.float32), jnp.zeros((1,), jnp.float32))
@@ -258,7 +292,7 @@ def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: j
     """
     n_particles, n_ships = spans.shape
     whole = _inputs(config, key, spans, target, obs, likelihood, resampling, keep, kept_target,
-                    weights)
+                    weights, drawn=False)
     kernel = functools.partial(
         _kernel, n_ships=n_ships, n_words=config.n_words, n_questions=config.max_questions,
         n_particles=n_particles, n_steps=n_steps, penalty=penalty)

@@ -90,16 +90,20 @@ class Resampling(NamedTuple):
       cumulative: `[P]` float32 cumulative normalised weights.
       u: `[]` float32 the uniform offset.
       apply: `[]` bool whether to resample at all (else every particle is its own ancestor).
+      key_words: `[2]` uint32 the data of the key `u` was drawn with (`mh_kernel` draws it
+        again in the kernel, as it makes the cumulative weights there).
     """
 
     cumulative: chex.Array
     u: chex.Array
     apply: chex.Array
+    key_words: chex.Array
 
 
 def resampling(key: jax.Array, log_weights: jnp.ndarray, apply: jnp.ndarray) -> Resampling:
     """The systematic resampling of `[P]` log weights; the key is consumed."""
-    return Resampling(jnp.cumsum(jax.nn.softmax(log_weights)), jax.random.uniform(key), apply)
+    return Resampling(jnp.cumsum(jax.nn.softmax(log_weights)), jax.random.uniform(key), apply,
+                      jax.random.key_data(key).astype(jnp.uint32))
 
 
 def ancestors(plan: Resampling) -> jnp.ndarray:
