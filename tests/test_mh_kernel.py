@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jax.experimental import pallas as pl
 from support import grand_tiny, observe, tiny
 
 import bsjax
@@ -89,27 +90,35 @@ def test_games_identical_with_the_kernel():
 @settings(max_examples=40, deadline=None)
 @given(n_particles=st.sampled_from([1, 5, 128, 200, 500]), seed=st.integers(0, 2**16),
        spread=st.sampled_from([0.0, 1.0, 30.0, 300.0]), ties=st.booleans())
-def test_the_kernels_counted_ancestors_are_the_searched_ones(n_particles, seed, spread, ties):
-    """`counted` (the kernel: the reweighting's cumulative weights and offset made in the kernel,
-    then counted) gives `search`'s ancestors from `particles.resampling`'s weights and offset,
-    and those are `particles.ancestors`: flat, spread and vanishing weights, tied weights."""
+def test_the_kernel_draws_the_resampling_as_the_xla_path(n_particles, seed, spread, ties):
+    """The resampling's cumulative weights and offset the kernel makes itself, from the previous
+    log weights and the targets, are `particles.resampling`'s of `_reweight`'s log weights, bit
+    for bit: flat, spread and vanishing weights, tied weights. Padded to a power of two (a GPU's
+    vector), the same up to the sum's rounding, and the padding's weights are zero."""
     rng = np.random.default_rng(seed)
     draw = lambda: rng.normal(size=n_particles).astype(np.float32) * spread  # noqa: E731
     previous, target, kept = draw(), draw(), draw()
     if ties:  # runs of equal weights
         previous, target, kept = (np.repeat(x[::4], 4)[:n_particles]
                                   for x in (previous, target, kept))
-    reweighted = jnp.asarray(previous) + (jnp.asarray(target) - jnp.asarray(kept))
-    top = jnp.max(reweighted)
-    plan = particles_lib.resampling(jax.random.key(seed), reweighted - top, jnp.bool_(True))
-    inputs = {"log_weights": previous, "target": target, "kept_target": kept,
-              "top": top.reshape(1), "key_words": plan.key_words, "u": plan.u.reshape(1),
-              "cumulative": plan.cumulative}
-    read = lambda name, index: jnp.asarray(inputs[name])[index]  # noqa: E731
-    lane = jnp.arange(-(-n_particles // mh_kernel.BLOCK) * mh_kernel.BLOCK, dtype=jnp.int32)
-    counted = np.asarray(mh_kernel.counted(read, lane, n_particles))
-    np.testing.assert_array_equal(counted, np.asarray(mh_kernel.search(read, lane, n_particles)))
-    np.testing.assert_array_equal(counted[:n_particles], np.asarray(particles_lib.ancestors(plan)))
+
+    @jax.jit  # as in a turn: compiled, not op by op
+    def both(key, previous, target, kept):
+        reweighted = previous + (target - kept)
+        top = jnp.max(reweighted)
+        plan = particles_lib.resampling(key, reweighted - top, jnp.bool_(True))
+        inputs = {"log_weights": previous, "target": target, "kept_target": kept,
+                  "top": top.reshape(1), "key_words": plan.key_words}
+        read = lambda name, index: inputs[name][index]  # noqa: E731
+        return plan, [mh_kernel.drawn_resampling(read, n_particles, width)
+                      for width in (n_particles, pl.next_power_of_2(n_particles))]
+
+    plan, ((cumulative, u), (padded, _)) = both(jax.random.key(seed), previous, target, kept)
+    padded = np.asarray(padded)
+    np.testing.assert_allclose(padded[:n_particles], np.asarray(plan.cumulative), rtol=1e-6)
+    assert (padded[n_particles:] == padded[n_particles - 1]).all()
+    assert np.asarray(cumulative).tobytes() == np.asarray(plan.cumulative).tobytes()
+    assert np.asarray(u).tobytes() == np.asarray(plan.u).tobytes()
 
 
 def _lowered(mode, platform):

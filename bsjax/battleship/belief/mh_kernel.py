@@ -104,14 +104,14 @@ def search(read, lane, n_particles: int) -> jnp.ndarray:
     return jnp.clip(high.astype(jnp.int32), 0, n_particles - 1)
 
 
-def counted(read, lane, n_particles: int) -> jnp.ndarray:
-    """`search`'s ancestors from weights the kernel makes itself, as the operations outside it
-    would: the reweighting's log weights (`ParticleSampler._reweight`), their softmax, its
-    cumulative sum and the offset `jax.random.uniform` draws (`particles.resampling`), over all
-    P particles padded to a power of two. The first index reaching a position is the number
-    of cumulative weights below it. On a GPU these were four to six kernels of their own; its
-    sums may round in another order than the host's, as XLA's own did there."""
-    index = lax.broadcasted_iota(jnp.int32, (pl.next_power_of_2(n_particles),), 0)
+def drawn_resampling(read, n_particles: int, width: int) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """The resampling's `[W]` cumulative weights and `[]` offset as the kernel makes them, with
+    the operations outside it: the reweighting's log weights (`ParticleSampler._reweight`),
+    their softmax, its cumulative sum and the offset `jax.random.uniform` draws
+    (`particles.resampling`), over the P particles padded with zero weights to W ≥ P (on a
+    GPU a power of two). There these were four to six kernels of their own; its sums may round
+    in another order than the host's, as XLA's own did there."""
+    index = lax.broadcasted_iota(jnp.int32, (width,), 0)
     own = jnp.minimum(index, n_particles - 1)
     log_weights = (read("log_weights", own) + (read("target", own) - read("kept_target", own))
                    ) - read("top", 0)
@@ -120,22 +120,16 @@ def counted(read, lane, n_particles: int) -> jnp.ndarray:
     cumulative = jnp.cumsum(unnormalized / jnp.sum(unnormalized))
     u = fastpath.unit_float(fastpath.hash_words(read("key_words", 0), read("key_words", 1),
                                                 jnp.uint32(0)))
-    position = (u + lane.astype(jnp.float32)) / n_particles
-    # The padding's cumulative weights are the last particle's: they count only where every
-    # particle's does, and the clip makes that P - 1 as in the search.
-    below = cumulative[None, :] < position[:, None]
-    return jnp.minimum(jnp.sum(below.astype(jnp.int32), axis=1), n_particles - 1)
+    return cumulative, u
 
 
 def _sweeps(read, lane, real, *, n_ships: int, n_words: int, n_questions: int,
-            n_particles: int, n_steps: int, penalty: float, targets_only: bool = False,
-            search=search):
+            n_particles: int, n_steps: int, penalty: float, targets_only: bool = False):
     """`n_steps` MH steps of the particles `lane` (`[B]` int32; `real` `[B]` bool those < P),
     repeating `ParticleSampler._mh_step` operation for operation. `read(name, index)` reads
     input `name` (`INPUTS`) at `index` (an int or a `[B]` gather). Written over lanes, so the
     same code is a Pallas program (a block of lanes) and an XLA program over all P particles
-    (particles as the minor axis of every array). `search` finds the lanes' ancestors (the
-    kernel's is `counted`). Returns (S `[B]` spans, `[B]` targets,
+    (particles as the minor axis of every array). Returns (S `[B]` spans, `[B]` targets,
     `[B]` int32 moves accepted); with `targets_only`, only `[B]` the lanes' log targets under
     the observation (the reweighting's), nothing moved."""
     block = lane.shape[0]
@@ -216,15 +210,25 @@ def _log_weights(read, own):
     return jnp.where(read("keep", 0) != 0, previous, new)
 
 
-def _kernel(*refs, **static):
+def _kernel(*refs, interpret: bool, width: int, **static):
     """One Pallas program: the sweeps of a block of `BLOCK` particles (the last block may run
     past P: its extra lanes compute and write nothing)."""
     inputs = dict(zip(INPUTS, refs))
-    spans_out, target_out, accepted_out, weights_out = refs[len(INPUTS):]
+    spans_out, target_out, accepted_out, weights_out, cumulative_out = refs[len(INPUTS):]
     lane = pl.program_id(0) * BLOCK + lax.broadcasted_iota(jnp.int32, (BLOCK,), 0)
     real = lane < static["n_particles"]
     read = lambda name, index: inputs[name][index]  # noqa: E731
-    spans, target, accepted = _sweeps(read, lane, real, search=counted, **static)
+    # The resampling's weights are made by every program of the game and written to a buffer
+    # of the game's (the same values from each), which the search then reads by gathers: a
+    # kernel cannot gather from a vector it holds. The barrier makes the program's own writes
+    # visible to all its threads (the interpreter runs one program at a time: none there).
+    cumulative, u = drawn_resampling(read, static["n_particles"], width)
+    pl_triton.store(cumulative_out.at[pl.ds(0, cumulative.shape[0])], cumulative)
+    if not interpret:
+        pl_triton.debug_barrier()
+    drawn = {"cumulative": cumulative_out, "u": u.reshape(1)}
+    read = lambda name, index: drawn.get(name, inputs[name])[index]  # noqa: E731
+    spans, target, accepted = _sweeps(read, lane, real, **static)
     # A game that has just ended keeps its belief (`Player`): selected here, as the kernel
     # writes, rather than by a kernel of its own per array after it.
     keep, own = read("keep", 0) != 0, lane * real
@@ -293,22 +297,30 @@ def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: j
     n_particles, n_ships = spans.shape
     whole = _inputs(config, key, spans, target, obs, likelihood, resampling, keep, kept_target,
                     weights, drawn=False)
+    # The resampling's weights (a scratch): a Triton vector's length is a power of two. The
+    # interpreter keeps P, whose sums are those of the XLA path bit for bit (a CPU's sum of a
+    # longer vector may round otherwise).
+    width = n_particles if interpret else pl.next_power_of_2(n_particles)
     kernel = functools.partial(
         _kernel, n_ships=n_ships, n_words=config.n_words, n_questions=config.max_questions,
-        n_particles=n_particles, n_steps=n_steps, penalty=penalty)
+        n_particles=n_particles, n_steps=n_steps, penalty=penalty, interpret=interpret,
+        width=width)
     full = [pl.BlockSpec(x.shape, lambda i, n=x.ndim: (0,) * n) for x in whole]
     rows = pl.BlockSpec((BLOCK, n_ships), lambda i: (i, 0))
     lanes = pl.BlockSpec((BLOCK,), lambda i: (i,))
-    return pl.pallas_call(
+    *moved, _ = pl.pallas_call(
         kernel, grid=(pl.cdiv(n_particles, BLOCK),),
-        in_specs=full, out_specs=[rows, lanes, lanes, lanes],
+        in_specs=full,
+        out_specs=[rows, lanes, lanes, lanes, pl.BlockSpec((width,), lambda i: (0,))],
         out_shape=[jax.ShapeDtypeStruct(spans.shape, jnp.int32),
                    jax.ShapeDtypeStruct((n_particles,), jnp.float32),
                    jax.ShapeDtypeStruct((n_particles,), jnp.int32),
-                   jax.ShapeDtypeStruct((n_particles,), jnp.float32)],
+                   jax.ShapeDtypeStruct((n_particles,), jnp.float32),
+                   jax.ShapeDtypeStruct((width,), jnp.float32)],
         # Triton: a warp per 32 lanes, no software pipelining (the steps depend on each other).
         compiler_params=pl_triton.CompilerParams(num_warps=BLOCK // 32, num_stages=1),
         interpret=interpret, name="mh_sweeps")(*whole)
+    return tuple(moved)
 
 
 def rejuvenate_lanes(config: GameConfig, key: jax.Array, spans: jnp.ndarray,
