@@ -5,8 +5,9 @@ for a GPU, each step is about 13 kernels, so the 16 steps of an update are ~210 
 game-turn — most of a turn at small and medium batches, where a GPU's time is launches, not
 arithmetic. Here the whole loop is one Pallas kernel: a program holds a block of one game's
 particles in registers and runs every step on them, reading the span tables by gathers, after
-doing the update's systematic resampling (its weights, offset, search and gather). One launch per update: the
-kernel also writes the new log weights and, for a game that has just ended, keeps its belief.
+doing the update's systematic resampling (its weights, offset, search and gather). One launch
+per update: the kernel also writes the new log weights and, for a game that has just ended,
+keeps its belief.
 
 It plays the same moves as the XLA step, draw for draw: the same words (the threefry hash of
 each step's counters, computed in the kernel), the same integer arithmetic for the proposal and
@@ -247,7 +248,7 @@ def _inputs(config: GameConfig, key, spans, target, obs, likelihood, resampling,
             kept_target=None, weights=None, drawn=True):
     """The `INPUTS` arrays, every one as the turn has it (reshapes are free). Without `drawn`
     (the kernel, which draws the resampling's offset and makes its cumulative weights itself:
-    `counted`), "cumulative" and "u" are placeholders, so that nothing computes them."""
+    `drawn_resampling`), "cumulative" and "u" are placeholders, so that nothing computes them."""
     n_particles = spans.shape[0]
     if resampling is None:  # each particle moves from itself
         cumulative, u = jnp.zeros((n_particles,), jnp.float32), jnp.float32(0.0)
