@@ -91,10 +91,11 @@ def test_games_identical_with_the_kernel():
 @given(n_particles=st.sampled_from([1, 5, 128, 200, 500]), seed=st.integers(0, 2**16),
        spread=st.sampled_from([0.0, 1.0, 30.0, 300.0]), ties=st.booleans())
 def test_the_kernel_draws_the_resampling_as_the_xla_path(n_particles, seed, spread, ties):
-    """The resampling's cumulative weights and offset the kernel makes itself, from the previous
-    log weights and the targets, are `particles.resampling`'s of `_reweight`'s log weights, bit
-    for bit: flat, spread and vanishing weights, tied weights. Padded to a power of two (a GPU's
-    vector), the same up to the sum's rounding, and the padding's weights are zero."""
+    """The reweighting and resampling the kernel makes itself, from the previous log weights and
+    the targets — the largest reweighted log weight, the ESS, the cumulative weights and the
+    offset — are `_reweight`'s and `particles.resampling`'s, bit for bit: flat, spread and
+    vanishing weights, tied weights. Padded to a power of two (a GPU's vector), the same up to
+    the sums' rounding, and the padding's weights are zero."""
     rng = np.random.default_rng(seed)
     draw = lambda: rng.normal(size=n_particles).astype(np.float32) * spread  # noqa: E731
     previous, target, kept = draw(), draw(), draw()
@@ -104,21 +105,25 @@ def test_the_kernel_draws_the_resampling_as_the_xla_path(n_particles, seed, spre
 
     @jax.jit  # as in a turn: compiled, not op by op
     def both(key, previous, target, kept):
-        reweighted = previous + (target - kept)
+        reweighted = previous + (target - kept)                  # `_reweight`'s operations
         top = jnp.max(reweighted)
-        plan = particles_lib.resampling(key, reweighted - top, jnp.bool_(True))
+        weights = jnp.exp(reweighted - top)
+        ess = jnp.square(jnp.sum(weights)) / jnp.sum(jnp.square(weights))
+        plan = particles_lib.resampling(key, reweighted - top, ess < n_particles / 2)
         inputs = {"log_weights": previous, "target": target, "kept_target": kept,
-                  "top": top.reshape(1), "key_words": plan.key_words}
+                  "key_words": plan.key_words}
         read = lambda name, index: inputs[name][index]  # noqa: E731
-        return plan, [mh_kernel.drawn_resampling(read, n_particles, width)
-                      for width in (n_particles, pl.next_power_of_2(n_particles))]
+        return (plan.cumulative, plan.u, top, ess), [
+            mh_kernel.drawn_resampling(read, n_particles, width)
+            for width in (n_particles, pl.next_power_of_2(n_particles))]
 
-    plan, ((cumulative, u), (padded, _)) = both(jax.random.key(seed), previous, target, kept)
-    padded = np.asarray(padded)
-    np.testing.assert_allclose(padded[:n_particles], np.asarray(plan.cumulative), rtol=1e-6)
-    assert (padded[n_particles:] == padded[n_particles - 1]).all()
-    assert np.asarray(cumulative).tobytes() == np.asarray(plan.cumulative).tobytes()
-    assert np.asarray(u).tobytes() == np.asarray(plan.u).tobytes()
+    expected, (drawn, padded) = both(jax.random.key(seed), previous, target, kept)
+    for want, got in zip(expected, drawn):
+        assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
+    cumulative = np.asarray(padded[0])
+    np.testing.assert_allclose(cumulative[:n_particles], np.asarray(expected[0]), rtol=1e-6)
+    assert (cumulative[n_particles:] == cumulative[n_particles - 1]).all()
+    np.testing.assert_allclose(np.asarray(padded[3]), np.asarray(expected[3]), rtol=1e-5)
 
 
 def _lowered(mode, platform):

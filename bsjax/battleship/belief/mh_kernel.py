@@ -89,7 +89,7 @@ def select(values: list, index):
 # The inputs of the sweeps, in order: the kernel's refs, or the arrays of `sweep_lanes`.
 INPUTS = ("key", "hit", "miss", "question", "answers", "asked", "match", "mismatch", "bits",
           "length", "offset", "count", "neighbours", "spans", "target", "cumulative", "u",
-          "key_words", "apply", "keep", "kept_target", "log_weights", "top")
+          "key_words", "apply", "keep", "kept_target", "log_weights")
 
 
 def search(read, lane, n_particles: int) -> jnp.ndarray:
@@ -105,23 +105,30 @@ def search(read, lane, n_particles: int) -> jnp.ndarray:
     return jnp.clip(high.astype(jnp.int32), 0, n_particles - 1)
 
 
-def drawn_resampling(read, n_particles: int, width: int) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """The resampling's `[W]` cumulative weights and `[]` offset as the kernel makes them, with
-    the operations outside it: the reweighting's log weights (`ParticleSampler._reweight`),
-    their softmax, its cumulative sum and the offset `jax.random.uniform` draws
-    (`particles.resampling`), over the P particles padded with zero weights to W ≥ P (on a
-    GPU a power of two). There these were four to six kernels of their own; its sums may round
-    in another order than the host's, as XLA's own did there."""
+def drawn_resampling(read, n_particles: int, width: int):
+    """The reweighting and the resampling as the kernel makes them, with the operations outside
+    it: the log weights times the target ratio over their largest and their ESS
+    (`ParticleSampler._reweight`), their softmax's cumulative sum and the offset
+    `jax.random.uniform` draws (`particles.resampling`), over the P particles padded with zero
+    weights to W ≥ P (on a GPU a power of two). There these were six to nine kernels of their
+    own; its sums may round in another order than the host's, as XLA's own did there.
+
+    Returns:
+      (`[W]` cumulative weights, `[]` offset u, `[]` the largest reweighted log weight, `[]` ESS).
+    """
     index = lax.broadcasted_iota(jnp.int32, (width,), 0)
     own = jnp.minimum(index, n_particles - 1)
-    log_weights = (read("log_weights", own) + (read("target", own) - read("kept_target", own))
-                   ) - read("top", 0)
-    log_weights = jnp.where(index < n_particles, log_weights, -jnp.inf)
+    reweighted = read("log_weights", own) + (read("target", own) - read("kept_target", own))
+    reweighted = jnp.where(index < n_particles, reweighted, -jnp.inf)
+    top = jnp.max(reweighted)
+    log_weights = reweighted - top
+    weights = jnp.exp(log_weights)
+    ess = jnp.square(jnp.sum(weights)) / jnp.sum(jnp.square(weights))
     unnormalized = jnp.exp(log_weights - jnp.max(log_weights))   # `jax.nn.softmax`'s
     cumulative = jnp.cumsum(unnormalized / jnp.sum(unnormalized))
     u = fastpath.unit_float(fastpath.hash_words(read("key_words", 0), read("key_words", 1),
                                                 jnp.uint32(0)))
-    return cumulative, u
+    return cumulative, u, top, ess
 
 
 def _sweeps(read, lane, real, *, n_ships: int, n_words: int, n_questions: int,
@@ -211,11 +218,11 @@ def _log_weights(read, own):
     return jnp.where(read("keep", 0) != 0, previous, new)
 
 
-def _kernel(*refs, interpret: bool, width: int, **static):
+def _kernel(*refs, interpret: bool, width: int, resample: bool, **static):
     """One Pallas program: the sweeps of a block of `BLOCK` particles (the last block may run
     past P: its extra lanes compute and write nothing)."""
     inputs = dict(zip(INPUTS, refs))
-    spans_out, target_out, accepted_out, weights_out, cumulative_out = refs[len(INPUTS):]
+    spans_out, target_out, accepted_out, weights_out, cumulative_out, ess_out = refs[len(INPUTS):]
     lane = pl.program_id(0) * BLOCK + lax.broadcasted_iota(jnp.int32, (BLOCK,), 0)
     real = lane < static["n_particles"]
     read = lambda name, index: inputs[name][index]  # noqa: E731
@@ -223,12 +230,17 @@ def _kernel(*refs, interpret: bool, width: int, **static):
     # of the game's (the same values from each), which the search then reads by gathers: a
     # kernel cannot gather from a vector it holds. The barrier makes the program's own writes
     # visible to all its threads (the interpreter runs one program at a time: none there).
-    cumulative, u = drawn_resampling(read, static["n_particles"], width)
+    # Every program also finds the game's ESS and whether it resamples (below P / 2, as
+    # `_reweight`), and writes the ESS (the same value from each).
+    cumulative, u, top, ess = drawn_resampling(read, static["n_particles"], width)
     pl_triton.store(cumulative_out.at[pl.ds(0, cumulative.shape[0])], cumulative)
+    pl_triton.store(ess_out.at[pl.ds(0, 1)], ess.reshape(1))
     if not interpret:
         pl_triton.debug_barrier()
-    drawn = {"cumulative": cumulative_out, "u": u.reshape(1)}
-    read = lambda name, index: drawn.get(name, inputs[name])[index]  # noqa: E731
+    apply = (ess < static["n_particles"] / 2) & resample
+    drawn = {"cumulative": cumulative_out, "u": u.reshape(1), "top": top.reshape(1),
+             "apply": apply.astype(jnp.int32).reshape(1)}
+    read = lambda name, index: (drawn[name] if name in drawn else inputs[name])[index]  # noqa: E731
     spans, target, accepted = _sweeps(read, lane, real, **static)
     # A game that has just ended keeps its belief (`Player`): selected here, as the kernel
     # writes, rather than by a kernel of its own per array after it.
@@ -267,15 +279,14 @@ def _inputs(config: GameConfig, key, spans, target, obs, likelihood, resampling,
             u.astype(jnp.float32).reshape(1), key_words, apply,
             jnp.zeros((1,), jnp.int32) if keep is None else keep.astype(jnp.int32).reshape(1),
             target if kept_target is None else kept_target,
-            *((jnp.zeros((n_particles,), jnp.float32), jnp.zeros((1,), jnp.float32))
-              if weights is None else (weights[0], jnp.reshape(weights[1], (1,))))]
+            jnp.zeros((n_particles,), jnp.float32) if weights is None else weights]
 
 
 def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: jnp.ndarray,
                obs: Observations, likelihood: tuple[jnp.ndarray, jnp.ndarray], n_steps: int,
                penalty: float, resampling=None, keep=None, kept_target=None, weights=None,
                interpret: bool = False
-               ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+               ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray, jnp.ndarray, jnp.ndarray]:
     """`n_steps` MH steps of one game's particles in one kernel; the key is consumed.
 
     Args:
@@ -287,13 +298,14 @@ def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: j
         the kernel); None: each particle moves from itself.
       keep, kept_target: `[]` bool and `[P]` float32: where `keep`, return `spans` as given and
         `kept_target` (the game's belief unchanged); the moves are counted as without it.
-      weights: (`[P]` the previous log weights, `[]` the largest reweighted one) of the
-        reweighting (`ParticleSampler._reweight`), from which the kernel writes the new log
-        weights (None: zeros are written).
+      weights: `[P]` the previous log weights, from which (with `target` and `kept_target`)
+        the kernel reweights, decides whether to resample and writes the new log weights as
+        `ParticleSampler._reweight` does; `resampling` then gives only the resampling's key.
+        None: zeros are written, and nothing is resampled.
       interpret: run Pallas's interpreter (any backend; for tests on a CPU).
     Returns:
       (`[P, S]` spans, `[P]` targets, `[P]` int32 moves accepted per particle, `[P]` log
-      weights).
+      weights, `[]` the reweighting's ESS).
     """
     n_particles, n_ships = spans.shape
     whole = _inputs(config, key, spans, target, obs, likelihood, resampling, keep, kept_target,
@@ -305,23 +317,25 @@ def rejuvenate(config: GameConfig, key: jax.Array, spans: jnp.ndarray, target: j
     kernel = functools.partial(
         _kernel, n_ships=n_ships, n_words=config.n_words, n_questions=config.max_questions,
         n_particles=n_particles, n_steps=n_steps, penalty=penalty, interpret=interpret,
-        width=width)
+        width=width, resample=resampling is not None and weights is not None)
     full = [pl.BlockSpec(x.shape, lambda i, n=x.ndim: (0,) * n) for x in whole]
     rows = pl.BlockSpec((BLOCK, n_ships), lambda i: (i, 0))
     lanes = pl.BlockSpec((BLOCK,), lambda i: (i,))
-    *moved, _ = pl.pallas_call(
+    *moved, _, ess = pl.pallas_call(
         kernel, grid=(pl.cdiv(n_particles, BLOCK),),
         in_specs=full,
-        out_specs=[rows, lanes, lanes, lanes, pl.BlockSpec((width,), lambda i: (0,))],
+        out_specs=[rows, lanes, lanes, lanes, pl.BlockSpec((width,), lambda i: (0,)),
+                   pl.BlockSpec((1,), lambda i: (0,))],
         out_shape=[jax.ShapeDtypeStruct(spans.shape, jnp.int32),
                    jax.ShapeDtypeStruct((n_particles,), jnp.float32),
                    jax.ShapeDtypeStruct((n_particles,), jnp.int32),
                    jax.ShapeDtypeStruct((n_particles,), jnp.float32),
-                   jax.ShapeDtypeStruct((width,), jnp.float32)],
+                   jax.ShapeDtypeStruct((width,), jnp.float32),
+                   jax.ShapeDtypeStruct((1,), jnp.float32)],
         # Triton: a warp per 32 lanes, no software pipelining (the steps depend on each other).
         compiler_params=pl_triton.CompilerParams(num_warps=BLOCK // 32, num_stages=1),
         interpret=interpret, name="mh_sweeps")(*whole)
-    return tuple(moved)
+    return (*moved, ess[0])
 
 
 def rejuvenate_lanes(config: GameConfig, key: jax.Array, spans: jnp.ndarray,

@@ -242,19 +242,18 @@ class ParticleSampler(Sampler):
             if keep is not None:
                 spans = jnp.where(keep, before.spans, spans)
                 target = jnp.where(keep, before.log_target, target)
-        else:  # the kernel resamples the particles itself
-            # It writes the new log weights too (the previous where `keep`), from the previous
-            # ones and the reweighting's largest (the same max as `_reweight`'s): on a GPU, no
-            # kernel of their own.
-            weights = None if plan is None else (
-                before.log_weights,
-                jnp.max(before.log_weights + (targets - before.log_target)))
-            spans, target, accepted, written = mh_kernel.rejuvenate(
+        else:  # the kernel reweights and resamples the particles itself
+            # It writes the new log weights too (the previous where `keep`) and the ESS, from the
+            # previous weights and the targets, with `_reweight`'s operations: on a GPU, no
+            # kernels of their own (nor the resampling's weights and offset: `mh_kernel`).
+            spans, target, accepted, written, drawn_ess = mh_kernel.rejuvenate(
                 self.config, k_mh, state.spans, targets, obs,
                 likelihood, n_steps, PENALTY, resampling=plan, keep=keep,
-                kept_target=before.log_target, weights=weights, interpret=mode == "interpret")
+                kept_target=before.log_target,
+                weights=None if plan is None else before.log_weights,
+                interpret=mode == "interpret")
             if plan is not None:  # reweighted (otherwise the weights are as they were)
-                log_weights = written
+                log_weights, ess = written, drawn_ess
         acceptance = jnp.sum(accepted).astype(jnp.float32) / (n_steps * self.n_particles)
         return (state.replace(spans=spans, log_target=target, log_weights=log_weights),
                 BeliefInfo(ess=ess.astype(jnp.float32), acceptance=acceptance))
