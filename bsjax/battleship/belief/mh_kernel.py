@@ -5,9 +5,9 @@ for a GPU, each step is about 13 kernels, so the 16 steps of an update are ~210 
 game-turn — most of a turn at small and medium batches, where a GPU's time is launches, not
 arithmetic. Here the whole loop is one Pallas kernel: a program holds a block of one game's
 particles in registers and runs every step on them, reading the span tables by gathers, after
-doing the update's systematic resampling (its weights, offset, search and gather). One launch
-per update: the kernel also writes the new log weights and, for a game that has just ended,
-keeps its belief.
+doing the update's reweighting and systematic resampling (the ESS and its test, the weights,
+the offset, the search and the gather). One launch per update: the kernel also writes the new
+log weights and the ESS and, for a game that has just ended, keeps its belief.
 
 It plays the same moves as the XLA step, draw for draw: the same words (the threefry hash of
 each step's counters, computed in the kernel), the same integer arithmetic for the proposal and
