@@ -105,6 +105,12 @@ def search(read, lane, n_particles: int) -> jnp.ndarray:
     return jnp.clip(high.astype(jnp.int32), 0, n_particles - 1)
 
 
+def _reweighted(read, index):
+    """The log weights at `index` times the target ratio, before their largest is subtracted
+    (`ParticleSampler._reweight`'s operations, in its order)."""
+    return read("log_weights", index) + (read("target", index) - read("kept_target", index))
+
+
 def drawn_resampling(read, n_particles: int, width: int):
     """The reweighting and the resampling as the kernel makes them, with the operations outside
     it: the log weights times the target ratio over their largest and their ESS
@@ -118,8 +124,7 @@ def drawn_resampling(read, n_particles: int, width: int):
     """
     index = lax.broadcasted_iota(jnp.int32, (width,), 0)
     own = jnp.minimum(index, n_particles - 1)
-    reweighted = read("log_weights", own) + (read("target", own) - read("kept_target", own))
-    reweighted = jnp.where(index < n_particles, reweighted, -jnp.inf)
+    reweighted = jnp.where(index < n_particles, _reweighted(read, own), -jnp.inf)
     top = jnp.max(reweighted)
     log_weights = reweighted - top
     weights = jnp.exp(log_weights)
@@ -213,7 +218,7 @@ def _log_weights(read, own):
     operations: the previous weight times the target ratio, over the game's largest, zero when
     resampled; where "keep" the previous). Written by the kernel, not by a kernel of its own."""
     previous = read("log_weights", own)
-    new = (previous + (read("target", own) - read("kept_target", own))) - read("top", 0)
+    new = _reweighted(read, own) - read("top", 0)
     new = jnp.where(read("apply", 0) != 0, jnp.float32(0.0), new)
     return jnp.where(read("keep", 0) != 0, previous, new)
 
@@ -259,8 +264,9 @@ def _kernel(*refs, interpret: bool, width: int, resample: bool, **static):
 def _inputs(config: GameConfig, key, spans, target, obs, likelihood, resampling, keep=None,
             kept_target=None, weights=None, drawn=True):
     """The `INPUTS` arrays, every one as the turn has it (reshapes are free). Without `drawn`
-    (the kernel, which draws the resampling's offset and makes its cumulative weights itself:
-    `drawn_resampling`), "cumulative" and "u" are placeholders, so that nothing computes them."""
+    (the kernel, which decides whether to resample, draws the offset and makes the cumulative
+    weights itself: `drawn_resampling`), "cumulative", "u" and "apply" are placeholders, so
+    that nothing outside it computes them."""
     n_particles = spans.shape[0]
     if resampling is None:  # each particle moves from itself
         cumulative, u = jnp.zeros((n_particles,), jnp.float32), jnp.float32(0.0)
@@ -269,7 +275,8 @@ def _inputs(config: GameConfig, key, spans, target, obs, likelihood, resampling,
         cumulative, u = resampling.cumulative, resampling.u
         key_words, apply = resampling.key_words, resampling.apply.astype(jnp.int32).reshape(1)
     if not drawn:
-        cumulative, u = jnp.zeros((1,), jnp.float32), jnp.float32(0.0)
+        cumulative, u, apply = (jnp.zeros((1,), jnp.float32), jnp.float32(0.0),
+                                jnp.zeros((1,), jnp.int32))
     tables = [jnp.asarray(t) for t in _tables(config.rows, config.cols,
                                               tuple(sorted(config.ship_lengths)))]
     log_match, log_mismatch = (jnp.asarray(x, jnp.float32).reshape(1) for x in likelihood)
