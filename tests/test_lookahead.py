@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bsjax.battleship import belief as belief_lib
+from bsjax.battleship.agents import lookahead
 from bsjax.battleship.agents.lookahead import (
     LookaheadAgent,
     candidate_shots,
@@ -19,7 +20,7 @@ from bsjax.battleship.agents.lookahead import (
     tree_hits,
 )
 from bsjax.battleship.config import PAPER
-from bsjax.battleship.game import suites
+from bsjax.battleship.game import bitboard, suites
 from bsjax.battleship.harness import api
 from bsjax.battleship.harness.player import Player
 from bsjax.battleship.planning import eig, scoring
@@ -54,6 +55,19 @@ def test_tree_hits_is_the_expectation_over_each_particles_own_future():
                         jnp.int32(first), depth)
         np.testing.assert_allclose(float(got), ref_paths(OCC, W, OPEN, first, depth + 1),
                                    rtol=1e-5)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 100), st.integers(1, 16))
+def test_the_tpus_columns_from_bitboards_equal_the_occupancys(seed, n_cells, n_columns):
+    rng = np.random.default_rng(seed)
+    occ = rng.random((11, n_cells)) < rng.uniform(0.05, 0.6)                  # [P, C]
+    cells = jnp.asarray(rng.integers(0, n_cells, n_columns), jnp.int32)
+    occ_f = jnp.asarray(occ, jnp.float32)
+    want = lookahead._columns_by_gather(occ_f, None, cells)
+    got = jax.jit(lookahead._columns_by_word)(occ_f, bitboard.pack(jnp.asarray(occ)), cells)
+    assert got.dtype == want.dtype and got.shape == (n_columns, 11)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
 def test_script_hits_question_first_matches_brute_force():

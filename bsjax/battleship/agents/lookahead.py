@@ -140,7 +140,8 @@ def rollout_cost(parts: sim.Particles, truth: jax.Array, open_cells: jax.Array,
 
 
 def tree_hits(occupancy: jax.Array, choose: jax.Array, value: jax.Array,
-              open_cells: jax.Array, first: jax.Array, depth: int) -> jax.Array:
+              open_cells: jax.Array, first: jax.Array, depth: int,
+              bits: jax.Array | None = None) -> jax.Array:
     """`[]` float32 expected hits in `depth + 1` shots: `first`, then the MAP cell of the
     belief filtered by the outcomes so far, expected exactly over the particles.
 
@@ -151,12 +152,20 @@ def tree_hits(occupancy: jax.Array, choose: jax.Array, value: jax.Array,
     marginal estimated from the few particles of a deep branch is biased upwards;
     `cross_fit_hits` passes disjoint halves to remove that bias. The Python loop runs over
     the static depth (the node count doubles, so no scan).
+
+    `bits` (`[P, W]` uint32, the same particles as bitboards): on a TPU the shot cells'
+    columns are read from them (`_columns_by_word`, the same 0/1 values), not gathered from the
+    float occupancy: a TPU copies the whole `[P, C]` occupancy to a particles-minor layout for
+    that gather and writes the gathered columns out. Elsewhere the gather, which fuses better
+    on a GPU.
     """
     occ = occupancy                                                             # [P, C]
     choose, value, open_, cells = choose[None], value[None], open_cells[None], first[None]
     total = jnp.float32(0.0)
     for level in range(depth + 1):
-        hit = occ[:, cells].T                                                   # [n, P]
+        hit = (_columns_by_gather(occ, bits, cells) if bits is None                   # [n, P]
+               else lax.platform_dependent(occ, bits, cells, tpu=_columns_by_word,
+                                           default=_columns_by_gather))
         total = total + jnp.sum(value * hit)
         if level == depth:
             break
@@ -168,6 +177,24 @@ def tree_hits(occupancy: jax.Array, choose: jax.Array, value: jax.Array,
     return total
 
 
+def _columns_by_gather(occupancy: jax.Array, bits, cells: jax.Array) -> jax.Array:
+    """`[n, P]` float32 columns `cells` (`[n]` int32) of the `[P, C]` occupancy."""
+    del bits
+    return occupancy[:, cells].T
+
+
+def _columns_by_word(occupancy, bits: jax.Array, cells: jax.Array) -> jax.Array:
+    """`[n, P]` float32 bit `cells[i]` (`[n]` int32) of each particle's `[P, W]` bitboard."""
+    del occupancy
+    # Each cell's word picked by a select over the few words, not gathered: the columns then
+    # fuse into their readers instead of being written out.
+    index, shift = (cells // 32)[:, None], (cells % 32).astype(jnp.uint32)[:, None]
+    words = jnp.broadcast_to(bits[:, 0], (cells.shape[0], bits.shape[0]))        # [n, P]
+    for word in range(1, bits.shape[1]):                                        # static: W
+        words = jnp.where(index == word, bits[:, word][None], words)
+    return ((words >> shift) & jnp.uint32(1)).astype(jnp.float32)
+
+
 def cross_fit_hits(parts: sim.Particles, open_cells: jax.Array, first: jax.Array,
                    depth: int) -> jax.Array:
     """`[]` float32 `tree_hits` with the particles split in two halves (even and odd
@@ -175,8 +202,8 @@ def cross_fit_hits(parts: sim.Particles, open_cells: jax.Array, first: jax.Array
     half = (jnp.arange(parts.weights.shape[0]) % 2).astype(jnp.float32)
     a, b = parts.weights * (1.0 - half), parts.weights * half
     a, b = a / jnp.maximum(jnp.sum(a), 1e-30), b / jnp.maximum(jnp.sum(b), 1e-30)
-    return 0.5 * (tree_hits(parts.occupancy, a, b, open_cells, first, depth)
-                  + tree_hits(parts.occupancy, b, a, open_cells, first, depth))
+    return 0.5 * (tree_hits(parts.occupancy, a, b, open_cells, first, depth, parts.bits)
+                  + tree_hits(parts.occupancy, b, a, open_cells, first, depth, parts.bits))
 
 
 def script_hits(occupancy: jax.Array, weights: jax.Array, open_cells: jax.Array,
@@ -329,7 +356,8 @@ class LookaheadAgent(Agent):
         cells, valid = candidate_shots(turn.p, turn.unknown, self.n_shots)
         if self.search in ("tree", "tree-cross"):
             w = turn.parts.weights
-            hits = (functools.partial(tree_hits, turn.parts.occupancy, w, w)
+            hits = (functools.partial(tree_hits, turn.parts.occupancy, w, w,
+                                      bits=turn.parts.bits)
                     if self.search == "tree"
                     else functools.partial(cross_fit_hits, turn.parts))
             cost = -jax.vmap(lambda c: hits(turn.unknown, c, self.depth))(cells)    # [K]
