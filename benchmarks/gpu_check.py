@@ -43,6 +43,8 @@ from bsjax.battleship.harness.experiment import RunConfig  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS = ("random", "greedy", "wma", "bayes", "mra", "wma-reflective", "lookahead")
 SAMPLERS = ("particles", "chain", "importance")
+OUT = {"h100": ROOT / "benchmarks" / "results" / "h100-aot.jsonl",
+       "tpu-v5e-2x2": ROOT / "benchmarks" / "results" / "tpu-v5e-aot.jsonl"}
 
 
 
@@ -99,13 +101,17 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--particles", type=int, default=500)
     parser.add_argument("--sources", action="store_true",
                         help="print each launch of a turn with its source lines (not written)")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "h100-aot.jsonl"),
-                        help="JSON lines appended here ('-': stdout only)")
+    parser.add_argument("--out", default=None,
+                        help="JSON lines appended here ('-': stdout only; default: the "
+                             "target's file, " + ", ".join(str(p.relative_to(ROOT))
+                                                          for p in OUT.values()) + ")")
     parser.add_argument("--timeout-s", type=float, default=None,
                         help="compile each point in a child process and give up on it after "
                              "this many seconds (an error row; default: in this process, no "
                              "limit)")
     args = parser.parse_args(argv)
+    if args.out is None:
+        args.out = str(OUT[args.target])
     if args.timeout_s is not None and not args.timeout_s > 0:
         parser.error("--timeout-s must be positive")
     stamp = {"commit": provenance.commit(), "host": platform.node(), "cpu": platform.processor() or

@@ -35,3 +35,14 @@ def test_a_timeout_must_be_positive():
     done = subprocess.run([sys.executable, str(SCRIPT), "--timeout-s", "0", "--out", "-"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "--timeout-s must be positive" in done.stderr
+
+
+def test_each_target_writes_its_own_file_by_default():
+    done = subprocess.run([sys.executable, "-c", f"""
+import runpy, sys
+sys.path.insert(0, {str(SCRIPT.parent)!r})
+from bsjax.battleship.harness import aot
+module = runpy.run_path({str(SCRIPT)!r}, run_name="gpu_check")
+print(sorted(module["OUT"]) == sorted(aot.TARGETS), len(set(module["OUT"].values())))
+"""], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["True", str(2)], done.stderr
