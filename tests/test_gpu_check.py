@@ -45,4 +45,4 @@ from bsjax.battleship.harness import aot
 module = runpy.run_path({str(SCRIPT)!r}, run_name="gpu_check")
 print(sorted(module["OUT"]) == sorted(aot.TARGETS), len(set(module["OUT"].values())))
 """], capture_output=True, text=True, timeout=120)
-    assert done.stdout.split() == ["True", str(2)], done.stderr
+    assert done.stdout.split() == ["True", "2"], done.stderr
