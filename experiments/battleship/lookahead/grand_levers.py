@@ -12,6 +12,9 @@ P = 1,000, training seed indices 0-11. Every lever is played on the same games a
   noiseless answer turns a possible miss into a question;
 - `pool`: bayes's candidate questions widened by every axis-aligned rectangle of at most 9
   cells (751 regions), or by every rectangle (1,296), on top of its DSL pool of 339;
+- `lines`: the pool widened by each hit cell's horizontal and vertical unshot neighbours, within
+  1 or 2 cells (two regions a hit cell and reach: "is the ship at D4 horizontal?", roughly);
+  the misses next to a wounded ship are the largest class of bayes's (`grand-misses.md`);
 - `gamma_noise`: bayes's γ (0.97, 1.0, 1.03) crossed with the answer model's ε (0.1, 0.001);
 - `pressure`: γ moved by the questions left per ship cell still unhit, ρ:
   γ + β (ρ − 1.2), β from −0.05 to 0.2 (β = 0 is bayes; 1.2 is about 15 questions over a
@@ -129,6 +132,44 @@ class WidePoolAgent(bayes.BayesAgent):
             return super().decide(key, params, view, sampler, belief, state)
 
 
+def line_masks(rows: int, cols: int, reach: int) -> np.ndarray:
+    """`[2 C, C]` bool: for each anchor cell, the cells within `reach` of it along its row, then
+    along its column (the anchor left out)."""
+    masks = np.zeros((2, rows * cols, rows * cols), bool)
+    for row in range(rows):
+        for col in range(cols):
+            for step in [s * d for d in range(1, reach + 1) for s in (-1, 1)]:
+                if 0 <= col + step < cols:
+                    masks[0, row * cols + col, row * cols + col + step] = True
+                if 0 <= row + step < rows:
+                    masks[1, row * cols + col, (row + step) * cols + col] = True
+    return masks.reshape(-1, rows * cols)
+
+
+@dataclasses.dataclass(frozen=True)
+class LinesAgent(bayes.BayesAgent):
+    """bayes whose candidate questions also hold, for every hit cell, its unshot neighbours along
+    its row and along its column within `reach` (a static field)."""
+
+    reach: int = 1
+    name = "bayes-lines"
+
+    def decide(self, key, params, view, sampler, belief, state):
+        masks = np.concatenate([line_masks(self.config.rows, self.config.cols, r)
+                                for r in range(1, self.reach + 1)])               # [R, C]
+        anchors = np.arange(masks.shape[0]) % self.config.n_cells
+        dsl = bayes.candidate_regions
+
+        def pool(config, hit_cells, unknown):
+            regions, template = dsl(config, hit_cells, unknown)
+            lines = jnp.asarray(masks) & unknown[None, :] & hit_cells[anchors][:, None]
+            return (jnp.concatenate([regions, bitboard.pack(lines)]),
+                    jnp.concatenate([template, jnp.full(masks.shape[0], -1, jnp.int32)]))
+
+        with mock.patch.object(bayes, "candidate_regions", pool):
+            return super().decide(key, params, view, sampler, belief, state)
+
+
 @chex.dataclass(frozen=True)
 class PressureParams:
     """bayes's params, β `[]` float32 and ρ0 `[]` float32: γ + β (ρ − ρ0) is the turn's γ."""
@@ -194,8 +235,8 @@ def information_and_hit_gain(q: scoring.QuestionFeatures, params) -> jnp.ndarray
     return eig.expected_information_gain(q.p_yes, q.epsilon) + params["lam"] * gain
 
 
-LEVERS = ("answer_noise", "probe", "pool", "gamma_noise", "pressure", "phase", "hit_gain",
-          "questions")
+LEVERS = ("answer_noise", "probe", "pool", "lines", "gamma_noise", "pressure", "phase",
+          "hit_gain", "questions")
 
 
 def play(levers=LEVERS) -> None:
@@ -221,6 +262,11 @@ def play(levers=LEVERS) -> None:
             start = time.time()
             frame = api.play(WidePoolAgent(GRAND, max_cells=cells), **SETUP).to_pandas()
             add("pool: rectangles up to cells", cells, frame, start)
+    if "lines" in levers:
+        for reach in (1, 2):
+            start = time.time()
+            frame = api.play(LinesAgent(GRAND, reach=reach), **SETUP).to_pandas()
+            add("lines: reach", reach, frame, start)
     if "gamma_noise" in levers:
         start = time.time()
         sweep = api.play("bayes", params={"answer_noise": [0.1, 0.001],
