@@ -103,8 +103,8 @@ def main(argv=None) -> list[dict]:
                         help="print each launch of a turn with its source lines (not written)")
     parser.add_argument("--out", default=None,
                         help="JSON lines appended here ('-': stdout only; default: the "
-                             "target's file, " + ", ".join(str(p.relative_to(ROOT))
-                                                          for p in OUT.values()) + ")")
+                             "target's file in benchmarks/results, "
+                             + ", ".join(p.name for p in OUT.values()) + ")")
     parser.add_argument("--timeout-s", type=float, default=None,
                         help="compile each point in a child process and give up on it after "
                              "this many seconds (an error row; default: in this process, no "

@@ -105,11 +105,9 @@ def test_the_kernel_draws_the_resampling_as_the_xla_path(n_particles, seed, spre
 
     @jax.jit  # as in a turn: compiled, not op by op
     def both(key, previous, target, kept):
-        reweighted = previous + (target - kept)                  # `_reweight`'s operations
-        top = jnp.max(reweighted)
-        weights = jnp.exp(reweighted - top)
-        ess = jnp.square(jnp.sum(weights)) / jnp.sum(jnp.square(weights))
-        plan = particles_lib.resampling(key, reweighted - top, ess < n_particles / 2)
+        log_weights, ess = particles_lib.reweighted(previous, target, kept)   # `_reweight`'s
+        top = jnp.max(previous + (target - kept))
+        plan = particles_lib.resampling(key, log_weights, ess < n_particles / 2)
         inputs = {"log_weights": previous, "target": target, "kept_target": kept,
                   "key_words": plan.key_words}
         read = lambda name, index: inputs[name][index]  # noqa: E731

@@ -100,6 +100,16 @@ class Resampling(NamedTuple):
     key_words: chex.Array
 
 
+def reweighted(log_weights: jnp.ndarray, targets: jnp.ndarray, previous_targets: jnp.ndarray
+               ) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """`[P]` log weights times the target ratio, over their largest, and `[]` their ESS (the
+    reweighting of `ParticleSampler._reweight`; the fused kernel makes the same values)."""
+    log_weights = log_weights + (targets - previous_targets)
+    log_weights = log_weights - jnp.max(log_weights)
+    weights = jnp.exp(log_weights)
+    return log_weights, jnp.square(jnp.sum(weights)) / jnp.sum(jnp.square(weights))
+
+
 def resampling(key: jax.Array, log_weights: jnp.ndarray, apply: jnp.ndarray) -> Resampling:
     """The systematic resampling of `[P]` log weights; the key is consumed."""
     return Resampling(jnp.cumsum(jax.nn.softmax(log_weights)), jax.random.uniform(key), apply,
@@ -275,10 +285,7 @@ class ParticleSampler(Sampler):
         else:
             targets = jax.vmap(lambda s: log_target(self.config, s, obs, evidence, likelihood))(
                 state.spans)
-        log_weights = state.log_weights + (targets - state.log_target)
-        log_weights = log_weights - jnp.max(log_weights)
-        weights = jnp.exp(log_weights)
-        ess = jnp.square(jnp.sum(weights)) / jnp.sum(jnp.square(weights))
+        log_weights, ess = reweighted(state.log_weights, targets, state.log_target)
         resample = ess < self.n_particles / 2
         return (jnp.where(resample, 0.0, log_weights), targets,
                 resampling(key, log_weights, resample), ess)
