@@ -106,14 +106,16 @@ def rectangles(max_cells: int) -> np.ndarray:
     return bitboard.pack_np(np.array(masks))
 
 
-def widened_pool(extra: np.ndarray):
-    """bayes's `candidate_regions` with `extra` regions appended (template index -1)."""
+def widened_pool(extra):
+    """bayes's `candidate_regions` with the `[R, W]` regions `extra(hit_cells, unknown)`
+    appended (template index -1)."""
     dsl = bayes.candidate_regions
 
     def pool(config, hit_cells, unknown):
         regions, template = dsl(config, hit_cells, unknown)
-        return (jnp.concatenate([regions, jnp.asarray(extra)]),
-                jnp.concatenate([template, jnp.full(extra.shape[0], -1, jnp.int32)]))
+        more = extra(hit_cells, unknown)
+        return (jnp.concatenate([regions, more]),
+                jnp.concatenate([template, jnp.full(more.shape[0], -1, jnp.int32)]))
     return pool
 
 
@@ -127,8 +129,8 @@ class WidePoolAgent(bayes.BayesAgent):
 
     def decide(self, key, params, view, sampler, belief, state):
         # bayes's decide reads the module's pool function when it is traced.
-        with mock.patch.object(bayes, "candidate_regions",
-                               widened_pool(rectangles(self.max_cells))):
+        fixed = jnp.asarray(rectangles(self.max_cells))
+        with mock.patch.object(bayes, "candidate_regions", widened_pool(lambda *_: fixed)):
             return super().decide(key, params, view, sampler, belief, state)
 
 
@@ -158,15 +160,11 @@ class LinesAgent(bayes.BayesAgent):
         masks = np.concatenate([line_masks(self.config.rows, self.config.cols, r)
                                 for r in range(1, self.reach + 1)])               # [R, C]
         anchors = np.arange(masks.shape[0]) % self.config.n_cells
-        dsl = bayes.candidate_regions
 
-        def pool(config, hit_cells, unknown):
-            regions, template = dsl(config, hit_cells, unknown)
-            lines = jnp.asarray(masks) & unknown[None, :] & hit_cells[anchors][:, None]
-            return (jnp.concatenate([regions, bitboard.pack(lines)]),
-                    jnp.concatenate([template, jnp.full(masks.shape[0], -1, jnp.int32)]))
+        def lines(hit_cells, unknown):
+            return bitboard.pack(jnp.asarray(masks) & unknown[None, :] & hit_cells[anchors][:, None])
 
-        with mock.patch.object(bayes, "candidate_regions", pool):
+        with mock.patch.object(bayes, "candidate_regions", widened_pool(lines)):
             return super().decide(key, params, view, sampler, belief, state)
 
 
