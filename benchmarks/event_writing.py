@@ -21,9 +21,9 @@ from pathlib import Path
 import jax
 
 from bsjax.battleship.harness import events as events_lib
-from bsjax.battleship.harness import experiment, rundir
-from bsjax.battleship.harness.experiment import RunConfig
+from bsjax.battleship.harness import experiment, run_config, rundir
 from bsjax.battleship.harness.loop import BatchRunner
+from bsjax.battleship.harness.run_config import RunConfig
 
 
 def main(argv=None) -> list[dict]:
@@ -33,9 +33,9 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     cfg = RunConfig(agent="mra", seeds=-(-args.games // 18), particles=args.particles)
-    game_config, boards = experiment.validate(cfg)
-    player = experiment.make_player(cfg, game_config)
-    games = experiment.game_list(boards, cfg.seeds, params=experiment.run_params(cfg, player))
+    game_config, boards = run_config.validate(cfg)
+    player = run_config.make_player(cfg, game_config)
+    games = experiment.game_list(boards, cfg.seeds, params=run_config.run_params(cfg, player))
     games = games[:args.games]
     runner = BatchRunner(player, len(games))
     runner.play(games, 0)                               # compile and warm up

@@ -52,7 +52,7 @@ import provenance  # benchmarks/ is on sys.path when this file is run
 import throughput
 
 from bsjax.battleship.harness import api, bench, play
-from bsjax.battleship.harness.experiment import RunConfig, validate
+from bsjax.battleship.harness.run_config import RunConfig, validate
 from bsjax.core.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -37,8 +37,8 @@ from pathlib import Path  # noqa: E402
 import jax  # noqa: E402
 import provenance  # noqa: E402  (benchmarks/ is on sys.path when this file is run)
 
-from bsjax.battleship.harness import aot, experiment  # noqa: E402
-from bsjax.battleship.harness.experiment import RunConfig  # noqa: E402
+from bsjax.battleship.harness import aot, run_config  # noqa: E402
+from bsjax.battleship.harness.run_config import RunConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS = ("random", "greedy", "wma", "bayes", "mra", "wma-reflective", "lookahead")
@@ -52,8 +52,8 @@ OUT = {"h100": ROOT / "benchmarks" / "results" / "h100-aot.jsonl",
 def _compile(cfg: RunConfig, games: int, target: str, sources: bool) -> dict:
     """One point's report, or an error row: one failed point must not stop the table."""
     try:
-        game_config, _ = experiment.validate(cfg)
-        player = experiment.make_player(cfg, game_config)
+        game_config, _ = run_config.validate(cfg)
+        player = run_config.make_player(cfg, game_config)
         return aot.compile_turn_loop(player, games, target, sources)
     except Exception as err:  # noqa: BLE001
         return {"target": target, "games": games,

@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     import provenance  # benchmarks/ is on sys.path when this file is run
 
     from bsjax.battleship.harness import bench
-    from bsjax.battleship.harness.experiment import RunConfig, validate
+    from bsjax.battleship.harness.run_config import RunConfig, validate
     from bsjax.core import hlo, profile
     from bsjax.core.errors import UsageError
 

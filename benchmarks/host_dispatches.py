@@ -23,9 +23,9 @@ from pathlib import Path
 import jax
 import provenance  # benchmarks/ is on sys.path when this file is run
 
-from bsjax.battleship.harness import experiment
-from bsjax.battleship.harness.experiment import RunConfig
+from bsjax.battleship.harness import experiment, run_config
 from bsjax.battleship.harness.loop import BatchRunner
+from bsjax.battleship.harness.run_config import RunConfig
 from bsjax.core import profile
 from bsjax.core.errors import UsageError
 
@@ -35,10 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def measure(cfg: RunConfig, games: int, repeats: int) -> dict:
     """One point. Written against `BatchRunner` alone, not `bench.bench(profile_dir=)`, so the
     same script measures older trees (checked out under `bsjax/battleship`) side by side."""
-    game_config, boards = experiment.validate(cfg)
-    player = experiment.make_player(cfg, game_config)
+    game_config, boards = run_config.validate(cfg)
+    player = run_config.make_player(cfg, game_config)
     specs = experiment.game_list(boards, max(-(-games // len(boards)), 1),
-                                 params=experiment.run_params(cfg, player))
+                                 params=run_config.run_params(cfg, player))
     specs = sorted(specs, key=lambda g: (g.seed_index, g.board_id))[:games]
     runner = BatchRunner(player, games)
     runner.play(specs, cfg.run_seed + 1)  # compile and warm up
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
         return 2
     cfg = RunConfig(agent=args.agent, sampler=args.sampler, particles=args.particles)
     try:
-        experiment.validate(cfg)
+        run_config.validate(cfg)
     except UsageError as err:
         print(f"host-dispatches: error: {err}", file=sys.stderr)
         return 2

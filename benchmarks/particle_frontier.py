@@ -37,7 +37,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import provenance  # noqa: E402  (benchmarks/ is on sys.path when this file is run)
 
 from bsjax.battleship.game import rules  # noqa: E402
-from bsjax.battleship.harness import bench, experiment  # noqa: E402
+from bsjax.battleship.harness import bench, experiment, run_config  # noqa: E402
 from bsjax.battleship.harness.loop import BatchRunner  # noqa: E402
 from bsjax.core.stats import mcnemar_exact, paired_bootstrap, wilson_interval  # noqa: E402
 
@@ -66,12 +66,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 def measure_point(particles: int, sweeps: int, seeds: int, bench_games: int, repeats: int,
                   run_seed: int) -> dict:
     """Play the games of one point (stats) and time it at G = bench_games (speed)."""
-    cfg = experiment.RunConfig(agent="greedy", sampler="particles", particles=particles,
+    cfg = run_config.RunConfig(agent="greedy", sampler="particles", particles=particles,
                                sweeps=sweeps, seeds=seeds, run_seed=run_seed)
-    game_config, boards = experiment.validate(cfg)
+    game_config, boards = run_config.validate(cfg)
     specs = experiment.game_list(boards, seeds)
     start = time.perf_counter()
-    result = BatchRunner(experiment.make_player(cfg, game_config), len(specs)).play(
+    result = BatchRunner(run_config.make_player(cfg, game_config), len(specs)).play(
         specs, run_seed)
     play_seconds = time.perf_counter() - start
     speed = bench.bench(cfg, bench_games, repeats=repeats)

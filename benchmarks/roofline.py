@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from bsjax.battleship.belief import constraints
-from bsjax.battleship.harness import bench, experiment
+from bsjax.battleship.harness import bench, run_config
 from bsjax.core import fastpath
 
 # Peak (int32/fp32 vector operations per second, bytes per second) of cards by device kind.
@@ -65,10 +65,10 @@ def _cost(fn, *args) -> tuple[float, float]:
 
 def work_per_game_turn(particles: int, sweeps: int) -> dict:
     """XLA's count of operations and bytes of one game-turn, piece by piece."""
-    cfg = experiment.RunConfig(agent="greedy", sampler="particles", particles=particles,
+    cfg = run_config.RunConfig(agent="greedy", sampler="particles", particles=particles,
                                sweeps=sweeps)
-    game_config, boards = experiment.validate(cfg)
-    player = experiment.make_player(cfg, game_config)
+    game_config, boards = run_config.validate(cfg)
+    player = run_config.make_player(cfg, game_config)
     sampler = player.sampler
     key = jax.random.key(0)
     truth = jnp.asarray(boards[0].spans, jnp.int32)
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="benchmarks/results")
     args = p.parse_args(argv)
     work = work_per_game_turn(args.particles, args.sweeps)
-    cfg = experiment.RunConfig(agent="greedy", sampler="particles", particles=args.particles,
+    cfg = run_config.RunConfig(agent="greedy", sampler="particles", particles=args.particles,
                                sweeps=args.sweeps)
     row = bench.bench(cfg, args.games, repeats=args.repeats)
     game_turns = args.games / (row["ms_per_turn"] / 1000)

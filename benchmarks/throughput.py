@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from bsjax.battleship import agents as agents_lib  # noqa: E402
 from bsjax.battleship.harness import bench  # noqa: E402
-from bsjax.battleship.harness.experiment import RunConfig, validate  # noqa: E402
+from bsjax.battleship.harness.run_config import RunConfig, validate  # noqa: E402
 from bsjax.core.errors import UsageError  # noqa: E402
 
 HAS_DEVICES = "devices" in {f.name for f in dataclasses.fields(RunConfig)}

@@ -14,9 +14,9 @@ import bsjax
 from bsjax.battleship import agents as agents_lib
 from bsjax.battleship.agents import GreedyAgent, WMAAgent, make_agent, register_agent
 from bsjax.battleship.config import PAPER
-from bsjax.battleship.harness import experiment
+from bsjax.battleship.harness import experiment, run_config
 from bsjax.battleship.harness import params as params_lib
-from bsjax.battleship.harness.experiment import RunConfig
+from bsjax.battleship.harness.run_config import RunConfig
 from bsjax.core.errors import UsageError
 
 SMALL = dict(boards="B01,B02", seeds=2, particles=32, progress=False)
@@ -220,8 +220,8 @@ def test_params_are_traced_not_compiled_in():
     from bsjax.battleship.harness.loop import game_keys
     from bsjax.battleship.harness.play import _compiled, play_batch
     cfg = RunConfig(agent="mra", boards="B01,B02", seeds=1, particles=32)
-    game_config, boards = experiment.validate(cfg)
-    player = experiment.make_player(cfg, game_config)
+    game_config, boards = run_config.validate(cfg)
+    player = run_config.make_player(cfg, game_config)
     games = experiment.game_list(boards, 1)
     seeds = np.asarray([g.game_seed for g in games])
     keys = game_keys(0, seeds, np.zeros(2, int))

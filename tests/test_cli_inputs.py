@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bsjax.battleship import cli_checks
-from bsjax.battleship.harness.experiment import RunConfig
+from bsjax.battleship.harness.run_config import RunConfig
 from bsjax.cli import main
 from bsjax.core import checks
 from bsjax.core.errors import UsageError

@@ -137,11 +137,11 @@ def _launches_on_an_h100(agents, games: int, particles: int = 500) -> dict:
     import subprocess
     import sys
     code = ("import os, json; os.environ['JAX_PLATFORMS'] = 'cpu'\n"
-            "from bsjax.battleship.harness import aot, experiment\n"
+            "from bsjax.battleship.harness import aot, run_config\n"
             "out = {}\n"
             f"for agent in {list(agents)!r}:\n"
-            f"    cfg = experiment.RunConfig(agent=agent, particles={particles})\n"
-            "    player = experiment.make_player(cfg, experiment.validate(cfg)[0])\n"
+            f"    cfg = run_config.RunConfig(agent=agent, particles={particles})\n"
+            "    player = run_config.make_player(cfg, run_config.validate(cfg)[0])\n"
             f"    report = aot.compile_turn_loop(player, {games})\n"
             "    assert report['kib_per_game'] > 0, report\n"
             "    out[agent] = (report['launches_per_turn'],\n"

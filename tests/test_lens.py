@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from bsjax.battleship.harness.experiment import RunConfig, run
+from bsjax.battleship.harness.experiment import run
+from bsjax.battleship.harness.run_config import RunConfig
 
 BOARDS = "B01,B02"
 KINDS = ("coarse_roi_collapse", "late_diffuse_reprobe", "cluster_closeout_bias")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bsjax.battleship.harness.experiment import RunConfig, run
+from bsjax.battleship.harness.experiment import run
+from bsjax.battleship.harness.run_config import RunConfig
 from bsjax.battleship.llm import revision
 from bsjax.core.llm.backends import LLMError, OllamaBackend
 from bsjax.core.llm.server import OllamaAPIServer

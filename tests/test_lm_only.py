@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from bsjax.battleship.game import questions
-from bsjax.battleship.harness.experiment import RunConfig, run
+from bsjax.battleship.harness.experiment import run
+from bsjax.battleship.harness.run_config import RunConfig
 from bsjax.battleship.llm import lm_only
 from bsjax.core.llm.server import OllamaAPIServer
 from bsjax.core.llm.structured import LLMClient

@@ -10,15 +10,15 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from bsjax.battleship.harness import experiment, memory
-from bsjax.battleship.harness.experiment import RunConfig
+from bsjax.battleship.harness import experiment, memory, run_config
+from bsjax.battleship.harness.run_config import RunConfig
 from bsjax.core.errors import UsageError
 
 
 def _player(**overrides):
     cfg = RunConfig(**{"boards": "B01,B02", "seeds": 2, "particles": 64, **overrides})
-    game_config, _ = experiment.validate(cfg)
-    return experiment.make_player(cfg, game_config)
+    game_config, _ = run_config.validate(cfg)
+    return run_config.make_player(cfg, game_config)
 
 
 def test_memory_per_game_grows_with_the_particles_and_not_with_the_probe():
@@ -84,4 +84,4 @@ def test_auto_batch_plays_the_same_games_as_a_fixed_batch(tmp_path, capsys):
 @pytest.mark.parametrize("value", ["many", "0", "-3", ""])
 def test_bad_batch_sizes_are_refused(value):
     with pytest.raises(UsageError, match="batch-size"):
-        experiment.validate(RunConfig(batch_size=value if value in ("many", "") else int(value)))
+        run_config.validate(RunConfig(batch_size=value if value in ("many", "") else int(value)))

@@ -13,16 +13,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bsjax.battleship.harness import experiment, llm_setup
-from bsjax.battleship.harness.experiment import RunConfig, game_list
+from bsjax.battleship.harness import llm_setup, run_config
+from bsjax.battleship.harness.experiment import game_list
 from bsjax.battleship.harness.loop import BatchRunner, game_keys
 from bsjax.battleship.harness.play import play_batch
+from bsjax.battleship.harness.run_config import RunConfig
 
 
 def _setup(**overrides):
     cfg = RunConfig(**{"boards": "B01,B02", "seeds": 2, "particles": 32, **overrides})
-    game_config, boards = experiment.validate(cfg)
-    return cfg, experiment.make_player(cfg, game_config), game_list(boards, cfg.seeds)
+    game_config, boards = run_config.validate(cfg)
+    return cfg, run_config.make_player(cfg, game_config), game_list(boards, cfg.seeds)
 
 
 def _params(player, games: int):
@@ -209,8 +210,8 @@ def test_a_runner_traces_one_turn_once():
     assert len(traces) == 1
 
 
-_STACK_PLAYER = experiment.make_player(
-    RunConfig(agent="mra", particles=20), experiment.validate(RunConfig(agent="mra"))[0])
+_STACK_PLAYER = run_config.make_player(
+    RunConfig(agent="mra", particles=20), run_config.validate(RunConfig(agent="mra"))[0])
 
 
 @settings(max_examples=30, deadline=None)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from jax import lax
 
 from bsjax.battleship.harness import bench
-from bsjax.battleship.harness.experiment import RunConfig
+from bsjax.battleship.harness.run_config import RunConfig
 from bsjax.core import hlo, profile
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bsjax.battleship.harness import experiment, rundir
-from bsjax.battleship.harness.experiment import RunConfig
+from bsjax.battleship.harness.run_config import RunConfig
 from bsjax.core.errors import UsageError
 from bsjax.core.files import LOCK_NAME, writer_lock
 from bsjax.core.llm.backends import OllamaBackend

@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent("""
         for devices in (1, 4):
             run_dir = Path(tempfile.mkdtemp()) / "run"
             # 5 games on 4 devices: the batch is padded to 8, two games per device.
-            cfg = experiment.RunConfig(boards="B01,B04,B17", seeds=2, particles=48,
+            cfg = run_config.RunConfig(boards="B01,B04,B17", seeds=2, particles=48,
                                        batch_size=5, devices=devices, **extra)
             experiment.run(cfg, run_dir)
             out[f"{name}/{devices}"] = [(run_dir / "games.jsonl").read_text(),

@@ -14,7 +14,7 @@ import pytest
 
 from bsjax import cli
 from bsjax.battleship.harness import study as study_lib
-from bsjax.battleship.harness.experiment import RunConfig
+from bsjax.battleship.harness.run_config import RunConfig
 from bsjax.battleship.report import tables
 from bsjax.core.errors import UsageError
 from bsjax.core.files import read_jsonl

@@ -12,10 +12,11 @@ import pytest
 from bsjax.battleship.agents import WMAReflectiveAgent, make_agent
 from bsjax.battleship.agents.wma_reflective import EXPLOIT_THRESHOLD
 from bsjax.battleship.config import PAPER
-from bsjax.battleship.harness import experiment
-from bsjax.battleship.harness.experiment import RunConfig, game_list
+from bsjax.battleship.harness import run_config
+from bsjax.battleship.harness.experiment import game_list
 from bsjax.battleship.harness.loop import game_keys
 from bsjax.battleship.harness.play import play_batch
+from bsjax.battleship.harness.run_config import RunConfig
 from bsjax.battleship.runtime import presets as presets_lib
 from bsjax.battleship.runtime.record import COARSE, LATE, LOCAL
 
@@ -23,14 +24,14 @@ from bsjax.battleship.runtime.record import COARSE, LATE, LOCAL
 def _play(agent: str, **overrides):
     cfg = RunConfig(boards="B01,B04,B07,B10,B13,B16", seeds=4, particles=64, agent=agent,
                     **overrides)
-    game_config, boards = experiment.validate(cfg)
-    player = experiment.make_player(cfg, game_config)
+    game_config, boards = run_config.validate(cfg)
+    player = run_config.make_player(cfg, game_config)
     games = game_list(boards, cfg.seeds)
     seeds = np.asarray([g.game_seed for g in games], np.int64)
     keys = game_keys(cfg.run_seed, seeds, np.asarray([g.seed_index for g in games]))
     truths = jnp.asarray([g.spans for g in games], jnp.int32)
     params = jax.tree.map(lambda x: np.stack([x] * len(games)),
-                          experiment.run_params(cfg, player))
+                          run_config.run_params(cfg, player))
     states, records = play_batch(keys, player, params, truths, jnp.asarray(seeds.astype(np.int32)))
     return jax.device_get(states), records
 

@@ -154,16 +154,16 @@ def _out_dir(args, prefix: str) -> Path:
 
 
 def _run_config(args):
-    from bsjax.battleship.harness.experiment import RunConfig
+    from bsjax.battleship.harness.run_config import RunConfig
     return RunConfig(**_overrides(args))
 
 
 def cmd_play(args) -> int:
-    from bsjax.battleship.harness import experiment
+    from bsjax.battleship.harness import experiment, run_config
     from bsjax.core.progress import GameProgress
     cfg = cli_checks.check_run_config(_run_config(args))
-    experiment.validate(cfg)
-    experiment.check_applies(cfg, list(_overrides(args)))
+    run_config.validate(cfg)
+    run_config.check_applies(cfg, list(_overrides(args)))
     _init_distributed(args)
     out = _out_dir(args, "play")
     experiment.prepare_out_dir(out, cfg, args.resume)
@@ -242,16 +242,16 @@ def cmd_sweep(args) -> int:
 
 
 def _check_flags_apply(args, study) -> None:
-    """The flags given to a sweep apply to every row's run (`experiment.check_applies`)."""
-    from bsjax.battleship.harness import experiment
+    """The flags given to a sweep apply to every row's run (`run_config.check_applies`)."""
+    from bsjax.battleship.harness import run_config
     given = [f for f in _overrides(args) if f != study.param]
     for row in study.active_rows():
         try:
             cfg = row.config(study.base)
-            experiment.validate(cfg)
+            run_config.validate(cfg)
         except (UsageError, TypeError):
             continue  # `study.validate` reports it, naming the row
-        experiment.check_applies(cfg, given)
+        run_config.check_applies(cfg, given)
 
 
 def cmd_report(args) -> int:
@@ -290,10 +290,10 @@ def cmd_boards(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from bsjax.battleship.harness import bench, experiment
+    from bsjax.battleship.harness import bench, run_config
     cfg = cli_checks.check_run_config(_run_config(args))
-    experiment.validate(cfg)
-    experiment.check_applies(cfg, list(_overrides(args)))
+    run_config.validate(cfg)
+    run_config.check_applies(cfg, list(_overrides(args)))
     try:
         sizes = [int(x) for x in str(args.games).split(",")]
     except ValueError:

@@ -14,7 +14,7 @@ import typing
 from pathlib import Path
 
 from bsjax.battleship.harness import rundir
-from bsjax.battleship.harness.experiment import RunConfig
+from bsjax.battleship.harness.run_config import RunConfig
 from bsjax.core.checks import int_in, nonempty, read_toml, safe_dir_name, unique
 from bsjax.core.errors import UsageError
 
@@ -51,7 +51,7 @@ def _types_ok(value, allowed: tuple) -> bool:
 
 def check_run_config(cfg: RunConfig, where: str = "") -> RunConfig:
     """The fields' types (an experiment file can hold anything) and the count bounds; the rest
-    is `experiment.validate`'s. `where` prefixes the message (e.g. "row B1: ")."""
+    is `run_config.validate`'s. `where` prefixes the message (e.g. "row B1: ")."""
     hints = typing.get_type_hints(type(cfg))
     for field in dataclasses.fields(cfg):
         value = getattr(cfg, field.name)

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from bsjax.battleship.harness import experiment, summaries
-from bsjax.battleship.harness.experiment import RunConfig
+from bsjax.battleship.harness.run_config import RunConfig
 from bsjax.battleship.runtime.presets import KINDS
 from bsjax.core.files import read_run_jsonl, write_json_atomic, write_text_atomic
 

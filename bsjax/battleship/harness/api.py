@@ -23,7 +23,7 @@ from bsjax.battleship import agents as agents_lib
 from bsjax.battleship import belief as belief_lib
 from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.game import suites
-from bsjax.battleship.harness import experiment, llm_setup
+from bsjax.battleship.harness import experiment, llm_setup, run_config
 from bsjax.battleship.harness import params as params_lib
 from bsjax.battleship.harness.loop import BatchRunner, GameSpec
 from bsjax.battleship.harness.player import Player
@@ -105,7 +105,7 @@ def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
             raise UsageError("rule and variant apply to an agent given by name; an agent "
                              "instance already has its structure")
         name, structure = agent.name, None
-    cfg = experiment.RunConfig(agent=name if name in agents_lib.AGENTS else "greedy",
+    cfg = run_config.RunConfig(agent=name if name in agents_lib.AGENTS else "greedy",
                                protocol=protocol, suite=suite, boards=boards, seeds=seeds,
                                first_seed=first_seed, sampler=sampler, rng=rng,
                                particles=particles, sweeps=sweeps, mh_kernel=mh_kernel,
@@ -113,7 +113,7 @@ def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
                                devices=devices)
     if isinstance(agent, str) and name not in agents_lib.AGENTS:
         raise UsageError(f"unknown agent {name!r} (choose from {', '.join(agents_lib.AGENTS)})")
-    game_config, board_list = experiment.validate(cfg)
+    game_config, board_list = run_config.validate(cfg)
     if truths is not None:
         if boards != "all" or suite is not None:
             raise UsageError("give truths or boards/suite, not both")

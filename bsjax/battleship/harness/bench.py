@@ -20,11 +20,11 @@ from pathlib import Path
 
 import jax
 
-from bsjax.battleship.harness import experiment
+from bsjax.battleship.harness import experiment, run_config
 from bsjax.battleship.harness.loop import BatchRunner
 
 
-def _runner_options(cfg: experiment.RunConfig) -> dict:
+def _runner_options(cfg: run_config.RunConfig) -> dict:
     """`devices=` for the BatchRunner when the config asks for a device count and the runner
     can shard (both arrived together; older trees have neither), and `reuse=False`: the compile
     is part of the measurement, never an earlier runner's executable."""
@@ -36,7 +36,7 @@ def _runner_options(cfg: experiment.RunConfig) -> dict:
     return options
 
 
-def bench(cfg: experiment.RunConfig, games: int, repeats: int = 1,
+def bench(cfg: run_config.RunConfig, games: int, repeats: int = 1,
           profile_dir: str | Path | None = None, profile_python: bool = True) -> dict:
     """Play `games` games (boards of the suite, cycled) as one batch, after a warm-up batch.
 
@@ -46,12 +46,12 @@ def bench(cfg: experiment.RunConfig, games: int, repeats: int = 1,
     batch runs under JAX's profiler afterwards (`_profile`), outside the timing; without
     `profile_python` its trace leaves out the Python calls (smaller, for large batches).
     """
-    game_config, boards = experiment.validate(cfg)
+    game_config, boards = run_config.validate(cfg)
     seeds_needed = -(-games // len(boards))
     with experiment.x64_context(cfg):
-        player = experiment.make_player(cfg, game_config)
+        player = run_config.make_player(cfg, game_config)
         specs = experiment.game_list(boards, max(seeds_needed, 1),
-                                     params=experiment.run_params(cfg, player))
+                                     params=run_config.run_params(cfg, player))
         specs = sorted(specs, key=lambda g: (g.seed_index, g.board_id))[:games]
         runner = BatchRunner(player, games, **_runner_options(cfg))
         runner.play(specs, cfg.run_seed + 1)  # compile + warm-up (results discarded)
@@ -70,7 +70,7 @@ def bench(cfg: experiment.RunConfig, games: int, repeats: int = 1,
     seconds = statistics.median(times)
     turn_steps = int(statistics.median(turns))
     sharding = getattr(runner, "sharding", None)
-    sampler = experiment._sampler_name(cfg)
+    sampler = run_config.sampler_name(cfg)
     return {
         "agent": cfg.agent, "sampler": sampler,
         "rng": cfg.rng, "protocol": cfg.protocol, "games": games,

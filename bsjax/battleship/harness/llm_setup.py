@@ -1,7 +1,7 @@
 """How a run gets its LLM: the LLM flags' checks, the client (backend, call cache, options) and
 the host steps of the agents that call one (MRA-LLM's revision requests, the LM-only captain).
 
-`cfg` is a `harness.experiment.RunConfig`; everything here reads only its `llm*`, `model`,
+`cfg` is a `harness.run_config.RunConfig`; everything here reads only its `llm*`, `model`,
 `run_seed` and `verbose` fields.
 """
 

@@ -35,8 +35,8 @@ from typing import Any
 
 import jax
 
-from bsjax.battleship.harness import experiment
-from bsjax.battleship.harness.experiment import RunConfig
+from bsjax.battleship.harness import experiment, run_config
+from bsjax.battleship.harness.run_config import RunConfig
 from bsjax.core.errors import UsageError
 from bsjax.core.files import LOCK_NAME, command_line, write_text_atomic, writer_lock
 
@@ -273,9 +273,9 @@ def validate(study: Study) -> None:
     for row in study.active_rows():
         try:
             cfg = row.config(study.base)
-            experiment.validate(cfg)
+            run_config.validate(cfg)
             # A row's own settings must apply to its run (a base setting may serve other rows).
-            experiment.check_applies(cfg, [name for name, _ in row.overrides])
+            run_config.check_applies(cfg, [name for name, _ in row.overrides])
         except UsageError as err:
             raise UsageError(f"row {row.id}: {err}") from None
         except TypeError as err:
@@ -305,8 +305,8 @@ def prepare(study: Study, out: Path, resume: bool) -> None:
 
 def _identity(study_json: dict) -> dict:
     # Defaults fill fields added since the study was written (as a run's identity does).
-    full = {**dataclasses.asdict(RunConfig()), **experiment.LEGACY_FIELDS, **study_json["base"]}
-    base = {k: v for k, v in full.items() if k not in experiment.PLACEMENT_FIELDS}
+    full = {**dataclasses.asdict(RunConfig()), **run_config.LEGACY_FIELDS, **study_json["base"]}
+    base = {k: v for k, v in full.items() if k not in run_config.PLACEMENT_FIELDS}
     return {"kind": study_json["kind"], "param": study_json.get("param"), "base": base,
             "rows": study_json["rows"]}
 
@@ -326,12 +326,12 @@ def _write_study_json(study: Study, path: Path) -> None:
 
 def row_groups(study: Study) -> list[list[Row]]:
     """The active rows in groups that play as one batch of one compiled program: rows whose
-    configs differ only in params (`experiment.PARAM_FIELDS`) and call no LLM share a group;
+    configs differ only in params (`run_config.PARAM_FIELDS`) and call no LLM share a group;
     every other row is a group of its own. Groups keep the order of their first rows."""
     groups: dict[object, list[Row]] = {}
     for row in study.active_rows():
         cfg = row.config(study.base)
-        key = (experiment.structure_identity(cfg) if experiment.groupable([cfg])
+        key = (run_config.structure_identity(cfg) if experiment.groupable([cfg])
                else ("alone", row.id))
         groups.setdefault(key, []).append(row)
     return list(groups.values())
