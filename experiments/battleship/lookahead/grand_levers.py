@@ -23,6 +23,9 @@ P = 1,000, training seed indices 0-11. Every lever is played on the same games a
   asked while a ship is wounded find cells that shots near it would find anyway);
 - `hit_gain`: questions scored by EIG + λ (E[max p | answer] − max p), the gain of the next
   shot's hit probability added to the information (λ = 1000: the gain alone);
+- `shot_info`: bayes's shot moved to the unshot cell of the largest p + κ I, with I the
+  colour information of a hit there (p H(colour | hit)) or, `full`, the whole outcome's
+  (H_b(p) + p H(colour | hit)): on Grand's boards a hit tells which ship it is;
 - `questions`: the question budget raised from 15 to 25, 40 and 64, at γ 0.95 and 1.0 (not a
   captain for Grand's game, which allows 15: how much more questions would be worth).
 
@@ -47,6 +50,7 @@ from bsjax.battleship import config
 from bsjax.battleship.agents import bayes
 from bsjax.battleship.config import GRAND
 from bsjax.battleship.game import bitboard
+from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.harness import api
 from bsjax.battleship.planning import eig, scoring
 from bsjax.battleship.types import ASK, SHOOT, Action
@@ -225,6 +229,51 @@ class PhaseAgent(bayes.BayesAgent):
                               sampler, belief, state)
 
 
+@chex.dataclass(frozen=True)
+class ShotInfoParams:
+    """bayes's params, κ `[]` float32 the weight of a shot's information and full `[]` float32
+    (> 0: the whole outcome's entropy; else the colour's alone)."""
+
+    gamma: chex.Array
+    scoring: dict
+    kappa: chex.Array
+    full: chex.Array
+
+
+def entropy_bits(probabilities: jnp.ndarray, axis: int = 0) -> jnp.ndarray:
+    """Σ −q log2 q over `axis`, 0 log 0 = 0."""
+    safe = jnp.where(probabilities > 0, probabilities, 1.0)
+    return -jnp.sum(probabilities * jnp.log2(safe), axis=axis)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShotInfoAgent(bayes.BayesAgent):
+    """bayes whose shot goes to the unshot cell of the largest p + κ I (κ = 0: bayes's MAP cell);
+    its questions are bayes's."""
+
+    name = "bayes-shot-info"
+
+    def default_params(self) -> ShotInfoParams:
+        base = super().default_params()
+        return ShotInfoParams(gamma=base.gamma, scoring=base.scoring, kappa=jnp.float32(0.0),
+                              full=jnp.float32(0.0))
+
+    def decide(self, key, params, view, sampler, belief, state):
+        action, p_cell, state = super().decide(
+            key, bayes.BayesParams(gamma=params.gamma, scoring=params.scoring), view, sampler,
+            belief, state)
+        spans, weights = sampler.weighted_particles(belief)                  # [P, S], [P]
+        ship_cells = jnp.asarray(spans_lib.table_for(self.config).cells)[spans]   # [P, S, C]
+        by_ship = jnp.einsum("p,psc->sc", weights / jnp.sum(weights),
+                             ship_cells.astype(jnp.float32))                  # [S, C]
+        p = jnp.sum(by_ship, axis=0)
+        colour = p * entropy_bits(by_ship / jnp.maximum(p, 1e-9))
+        info = jnp.where(params.full > 0, entropy_bits(jnp.stack([p, 1.0 - p])) + colour, colour)
+        cell = jnp.argmax(jnp.where(view.legal_shots, p + params.kappa * info, -jnp.inf))
+        cell = jnp.where(action.kind == SHOOT, cell, action.cell).astype(jnp.int32)
+        return action._replace(cell=cell), p_cell, state
+
+
 @scoring.scoring_rule(lam=0.0)
 def information_and_hit_gain(q: scoring.QuestionFeatures, params) -> jnp.ndarray:
     """EIG + λ (E_a[max p | a] − max p now): `[K]` values."""
@@ -234,7 +283,7 @@ def information_and_hit_gain(q: scoring.QuestionFeatures, params) -> jnp.ndarray
 
 
 LEVERS = ("answer_noise", "probe", "pool", "lines", "gamma_noise", "pressure", "phase",
-          "hit_gain", "questions")
+          "hit_gain", "shot_info", "questions")
 
 
 def play(levers=LEVERS) -> None:
@@ -293,6 +342,13 @@ def play(levers=LEVERS) -> None:
                          params={"lam": [0.5, 2.0, 8.0, 1000.0]}, **SETUP).to_pandas()
         for value, frame in sweep.groupby("lam"):
             add("hit_gain: lambda", value, frame.drop(columns="lam"), start)
+    if "shot_info" in levers:
+        start = time.time()
+        sweep = api.play(ShotInfoAgent(GRAND), params={"kappa": [0.02, 0.05, 0.15, 0.4],
+                                                      "full": [0.0, 1.0]}, **SETUP).to_pandas()
+        for (full, kappa), frame in sweep.groupby(["full", "kappa"]):
+            add(f"shot_info: {'outcome' if full else 'colour'}, kappa", kappa,
+                frame.drop(columns=["kappa", "full"]), start)
     if "questions" in levers:
         for budget in (25, 40, 64):
             start = time.time()
