@@ -15,7 +15,7 @@ SCRIPT = textwrap.dedent("""
     import json, sys, tempfile
     from pathlib import Path
     import jax
-    from bsjax.battleship.harness import experiment
+    from bsjax.battleship.harness import experiment, run_config
     assert jax.local_device_count() == 4, jax.devices()
     out = {}
     for name, extra in json.loads(sys.argv[1]).items():
