@@ -98,8 +98,13 @@ class BayesAgent(Agent):
     def decide(self, key: jax.Array, params: BayesParams, view: View, sampler, belief, state):
         """Returns (action, `[]` float32 p of the MAP cell, state)."""
         del key
+        action, p_cell = self.act(params, view, summarize_turn(self.config, view, sampler, belief))
+        return action, p_cell, state
+
+    def act(self, params: BayesParams, view: View, turn) -> tuple[Action, jax.Array]:
+        """Bayes-Q, -M and -D on the turn's `TurnSummary` (a captain built on bayes passes the
+        summary it computed once). Returns (action, `[]` float32 p of the MAP cell)."""
         cfg = self.config
-        turn = summarize_turn(cfg, view, sampler, belief)
         p, parts, unknown, hit_cells, cell = (turn.p, turn.parts, turn.unknown, turn.hit_cells,
                                               turn.best)
 
@@ -120,7 +125,7 @@ class BayesAgent(Agent):
         action = Action(kind=jnp.where(ask, ASK, SHOOT).astype(jnp.int32), cell=cell,
                         question_id=jnp.where(ask, template[best_q], -1),
                         question_bits=best_region)
-        return action, p[cell], state
+        return action, p[cell]
 
 
 __all__ = ["BayesAgent", "BayesParams", "already_asked", "candidate_regions"]

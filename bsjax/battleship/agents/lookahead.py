@@ -338,10 +338,9 @@ class LookaheadAgent(Agent):
                state):
         """Returns (action, `[]` float32 p of the chosen cell (bayes's for a question), state).
         The key is consumed (the sampled truths)."""
-        k_base, k_truths = jax.random.split(key)
-        action, p_best, state = self.base.decide(k_base, params.bayes, view, sampler, belief,
-                                                 state)
+        _, k_truths = jax.random.split(key)          # bayes's half: bayes consumes no key
         turn = summarize_turn(self.config, view, sampler, belief)
+        action, p_best = self.base.act(params.bayes, view, turn)
         if self.ask_depth > 0:
             action = self._time_question(params, view, turn, action)
         if self.n_questions > 1:
