@@ -338,7 +338,8 @@ class LookaheadAgent(Agent):
                state):
         """Returns (action, `[]` float32 p of the chosen cell (bayes's for a question), state).
         The key is consumed (the sampled truths)."""
-        _, k_truths = jax.random.split(key)          # bayes's half: bayes consumes no key
+        # Split as when bayes was handed the first half (it reads no key): the same truths.
+        _, k_truths = jax.random.split(key)
         turn = summarize_turn(self.config, view, sampler, belief)
         action, p_best = self.base.act(params.bayes, view, turn)
         if self.ask_depth > 0:
