@@ -12,18 +12,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bsjax.battleship.game import bitboard, region_dsl
+from bsjax.battleship.game import bitboard, region_dsl, state_regions
 from bsjax.battleship.game import questions as q
 
 SETTINGS = settings(max_examples=60, deadline=None)
 
-hit_clusters_j = jax.jit(q.hit_clusters, static_argnames=("rows", "cols"))
+hit_clusters_j = jax.jit(state_regions.hit_clusters, static_argnames=("rows", "cols"))
 # With a hit bound, by platform (this CPU: the loop).
-hit_clusters_by_platform_j = jax.jit(q.hit_clusters, static_argnames=("rows", "cols", "max_hits"))
-frontier_j = jax.jit(q.frontier, static_argnames=("rows", "cols"))
-frontier_ring_j = jax.jit(q.frontier_ring, static_argnames=("rows", "cols"))
-cluster_neighborhood_j = jax.jit(q.cluster_neighborhood, static_argnames=("rows", "cols"))
-answer_j = jax.jit(q.answer)
+hit_clusters_by_platform_j = jax.jit(state_regions.hit_clusters,
+                                     static_argnames=("rows", "cols", "max_hits"))
+frontier_j = jax.jit(state_regions.frontier, static_argnames=("rows", "cols"))
+frontier_ring_j = jax.jit(state_regions.frontier_ring, static_argnames=("rows", "cols"))
+cluster_neighborhood_j = jax.jit(state_regions.cluster_neighborhood,
+                                 static_argnames=("rows", "cols"))
+answer_j = jax.jit(state_regions.answer)
 
 SHAPES = [(8, 8), (5, 5)]
 
@@ -282,7 +284,7 @@ def test_hit_clusters_with_a_hit_bound_are_the_same_labels(rows, cols, data):
     hit = np.zeros(n, bool)
     hit[cells] = True
     # Eagerly: a jit per drawn bound would compile up to C unrolled programs.
-    bounded = q.hit_clusters(jnp.asarray(hit), rows, cols, max_hits, unroll=True)
+    bounded = state_regions.hit_clusters(jnp.asarray(hit), rows, cols, max_hits, unroll=True)
     assert np.asarray(bounded).tolist() == bfs_labels(hit.tolist(), rows, cols)
     # The loop (`unroll=False` is the loop without a bound), compiled once per shape.
     loop = hit_clusters_j(jnp.asarray(hit), rows=rows, cols=cols)
@@ -293,14 +295,14 @@ def test_hit_clusters_bound_on_the_longest_snake():
     hit = np.zeros((8, 8), bool)
     hit[0::2, :] = True
     hit[1, 7] = hit[3, 0] = hit[5, 7] = True
-    labels = q.hit_clusters(jnp.asarray(hit.reshape(64)), 8, 8, int(hit.sum()), unroll=True)
+    labels = state_regions.hit_clusters(jnp.asarray(hit.reshape(64)), 8, 8, int(hit.sum()), unroll=True)
     np.testing.assert_array_equal(np.asarray(labels), np.where(hit.reshape(64), 0, -1))
     # By platform (this CPU: the loop), the same.
     by_platform = hit_clusters_by_platform_j(jnp.asarray(hit.reshape(64)), rows=8, cols=8,
                                              max_hits=int(hit.sum()))
     np.testing.assert_array_equal(np.asarray(by_platform), np.asarray(labels))
     # One round short of the bound, the far end has not heard of cell 0 yet: the bound is tight.
-    short = q.hit_clusters(jnp.asarray(hit.reshape(64)), 8, 8, int(hit.sum()) - 1, unroll=True)
+    short = state_regions.hit_clusters(jnp.asarray(hit.reshape(64)), 8, 8, int(hit.sum()) - 1, unroll=True)
     assert np.asarray(short).max() > 0
 
 
@@ -369,12 +371,12 @@ def test_cluster_neighborhood_example():
 
 def test_helpers_trace_once_and_vmap():
     chex.clear_trace_counter()
-    fn = jax.jit(chex.assert_max_traces(q.hit_clusters, n=1), static_argnames=("rows", "cols"))
+    fn = jax.jit(chex.assert_max_traces(state_regions.hit_clusters, n=1), static_argnames=("rows", "cols"))
     rng = np.random.default_rng(0)
     for _ in range(3):
         fn(jnp.asarray(rng.random(64) < 0.5), rows=8, cols=8)
     hits = rng.random((16, 64)) < 0.5
-    batched = jax.jit(jax.vmap(lambda h: q.hit_clusters(h, 8, 8)))(jnp.asarray(hits))
+    batched = jax.jit(jax.vmap(lambda h: state_regions.hit_clusters(h, 8, 8)))(jnp.asarray(hits))
     for g in range(16):
         assert np.asarray(batched[g]).tolist() == bfs_labels(hits[g].tolist(), 8, 8)
 

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 
 from bsjax.battleship.agents.base import Agent
 from bsjax.battleship.config import GameConfig
-from bsjax.battleship.game import bitboard, questions
+from bsjax.battleship.game import bitboard, questions, state_regions
 from bsjax.battleship.planning import eig, scoring, sim
 from bsjax.battleship.planning.scoring import summarize_turn
 from bsjax.battleship.types import ASK, SHOOT, Action, View
@@ -41,18 +41,18 @@ def candidate_regions(config: GameConfig, hit_cells: jnp.ndarray,
     """
     rows, cols, n = config.rows, config.cols, config.n_cells
     cells = jnp.arange(n, dtype=jnp.int32)
-    frontier = questions.frontier(hit_cells, unknown, rows, cols)
-    labels = questions.hit_clusters(hit_cells, rows, cols, config.max_ship_cells)
+    frontier = state_regions.frontier(hit_cells, unknown, rows, cols)
+    labels = state_regions.hit_clusters(hit_cells, rows, cols, config.max_ship_cells)
     ring_anchor = hit_cells | frontier
     cluster_anchor = hit_cells & (labels == cells)        # one anchor per cluster
 
     def rings(radius):
-        regions = jax.vmap(lambda a: questions.frontier_ring(a, jnp.int32(radius), unknown,
+        regions = jax.vmap(lambda a: state_regions.frontier_ring(a, jnp.int32(radius), unknown,
                                                              rows, cols))(cells)
         return regions & ring_anchor[:, None]
 
     def neighbourhoods(depth):
-        regions = jax.vmap(lambda a: questions.cluster_neighborhood(
+        regions = jax.vmap(lambda a: state_regions.cluster_neighborhood(
             a, depth, hit_cells, unknown, rows, cols, config.max_ship_cells))(cells)
         return regions & cluster_anchor[:, None]
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from bsjax.battleship.agents.base import Agent
 from bsjax.battleship.config import GameConfig
-from bsjax.battleship.game import bitboard, questions, rules
+from bsjax.battleship.game import bitboard, questions, rules, state_regions
 from bsjax.battleship.planning import scoring, sim
 from bsjax.battleship.planning.scoring import summarize_turn
 from bsjax.battleship.runtime import presets as presets_lib
@@ -125,9 +125,9 @@ class MRAAgent(Agent):
             turn.p, turn.unknown, turn.hit_cells, turn.hits, turn.total, turn.best,
             turn.best_value)
 
-        frontier_count = jnp.sum(questions.frontier(hit_cells, unknown, cfg.rows, cfg.cols),
+        frontier_count = jnp.sum(state_regions.frontier(hit_cells, unknown, cfg.rows, cfg.cols),
                                  dtype=jnp.int32)
-        labels = questions.hit_clusters(hit_cells, cfg.rows, cfg.cols, cfg.max_ship_cells)
+        labels = state_regions.hit_clusters(hit_cells, cfg.rows, cfg.cols, cfg.max_ship_cells)
         sizes = jnp.sum(labels[None, :] == jnp.arange(cfg.n_cells)[:, None], axis=1)
         largest_cluster = jnp.max(sizes).astype(jnp.int32)
 

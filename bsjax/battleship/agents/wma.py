@@ -18,7 +18,7 @@ import jax.numpy as jnp
 
 from bsjax.battleship.agents.base import Agent
 from bsjax.battleship.config import GameConfig
-from bsjax.battleship.game import questions
+from bsjax.battleship.game import questions, state_regions
 from bsjax.battleship.planning import scoring, sim
 from bsjax.battleship.planning.scoring import best_shot, summarize_turn
 from bsjax.battleship.types import ASK, SHOOT, Action, View
@@ -79,7 +79,7 @@ class WMAAgent(Agent):
         turn = summarize_turn(cfg, view, sampler, belief)
         p, unknown, hit_cells, best = turn.p, turn.unknown, turn.hit_cells, turn.best
 
-        frontier = questions.frontier(hit_cells, unknown, cfg.rows, cfg.cols)
+        frontier = state_regions.frontier(hit_cells, unknown, cfg.rows, cfg.cols)
         frontier_cell = best_shot(p, frontier)
         has_frontier = jnp.any(frontier)
         has_hits = turn.hits > 0

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from bsjax.battleship.agents.mra import MRAAgent, MRAParams
-from bsjax.battleship.game import questions
+from bsjax.battleship.game import questions, state_regions
 from bsjax.battleship.planning import scoring, sim
 from bsjax.battleship.planning.scoring import best_shot, summarize_turn
 from bsjax.battleship.runtime.record import (
@@ -60,11 +60,11 @@ class WMAReflectiveAgent(MRAAgent):
             turn.p, turn.unknown, turn.hit_cells, turn.hits, turn.total, turn.best,
             turn.best_value)
 
-        frontier = questions.frontier(hit_cells, unknown, cfg.rows, cfg.cols)
+        frontier = state_regions.frontier(hit_cells, unknown, cfg.rows, cfg.cols)
         frontier_cell = best_shot(p, frontier)
         has_frontier = jnp.any(frontier)
         has_hits = hits > 0
-        labels = questions.hit_clusters(hit_cells, cfg.rows, cfg.cols, cfg.max_ship_cells)
+        labels = state_regions.hit_clusters(hit_cells, cfg.rows, cfg.cols, cfg.max_ship_cells)
         sizes = jnp.sum(labels[None, :] == jnp.arange(cfg.n_cells)[:, None], axis=1)
 
         # WMA's scoring rule in both phases, from one look-ahead.

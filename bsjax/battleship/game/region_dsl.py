@@ -2,7 +2,7 @@
 
 `compile_spec` validates a parsed JSON question spec and turns it into a `[64]` bool region with
 a one-line `ValueError` for anything invalid; the in-graph twins of the two state-dependent kinds
-(`frontier_ring`, `cluster_neighborhood`) are in `bsjax.battleship.game.questions`.
+(`frontier_ring`, `cluster_neighborhood`) are in `bsjax.battleship.game.state_regions`.
 """
 
 from __future__ import annotations

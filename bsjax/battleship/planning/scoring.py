@@ -28,7 +28,7 @@ import numpy as np
 from bsjax.battleship.belief import mh_kernel
 from bsjax.battleship.belief.base import AnswerModel
 from bsjax.battleship.config import GameConfig
-from bsjax.battleship.game import bitboard, questions
+from bsjax.battleship.game import bitboard, state_regions
 from bsjax.battleship.planning import eig, sim
 from bsjax.battleship.types import View
 from bsjax.core import fastpath
@@ -122,14 +122,14 @@ def template_features(config: GameConfig, turn: TurnSummary, coarse: jax.Array,
 
     Args:
       coarse: `[]` bool the coarse phase.
-      labels: `[C]` hit-cluster labels (`questions.hit_clusters`), if the caller has them.
+      labels: `[C]` hit-cluster labels (`state_regions.hit_clusters`), if the caller has them.
       rows: static indices of the templates the caller may ask (`sim.lookahead`'s `rows`);
         the others get `best_after` 0.
     """
     look = sim.lookahead(config, turn.parts, sim.answers(sim.template_bits(), turn.parts),
                          turn.unknown, rows=rows, model=turn.answers)
     if labels is None:
-        labels = questions.hit_clusters(turn.hit_cells, config.rows, config.cols,
+        labels = state_regions.hit_clusters(turn.hit_cells, config.rows, config.cols,
                                         config.max_ship_cells)
     return QuestionFeatures(
         p=turn.p, unknown=turn.unknown, hit_cells=turn.hit_cells, hits=turn.hits,
@@ -156,7 +156,7 @@ def region_features(config: GameConfig, turn: TurnSummary, regions: jax.Array,
         raw=sim.raw_question_values(look, turn.hits, turn.total),
         region_mass=jnp.clip(mass, 0.0, 1.0),
         cluster_relevance=sim.cluster_relevance(
-            turn.hit_cells, questions.hit_clusters(turn.hit_cells, config.rows, config.cols,
+            turn.hit_cells, state_regions.hit_clusters(turn.hit_cells, config.rows, config.cols,
                                                    config.max_ship_cells), regions=cells),
         coarse=jnp.asarray(coarse), epsilon=turn.answers.epsilon)
 

@@ -16,7 +16,7 @@ from jax import lax
 
 from bsjax.battleship.belief.base import AnswerModel
 from bsjax.battleship.config import GameConfig
-from bsjax.battleship.game import bitboard, questions
+from bsjax.battleship.game import bitboard, questions, state_regions
 from bsjax.battleship.game import spans as spans_lib
 
 COARSE_WEIGHTS = (0.015, 0.005, 0.0)     # split, regionMass, clusterRelevance
@@ -239,7 +239,7 @@ def cluster_relevance(hit_cells: jnp.ndarray, labels: jnp.ndarray | None = None,
     """`[K]` max over 4-connected hit clusters K of
     max(|rows(R) ∩ rows(K)|, |cols(R) ∩ cols(K)|) / max(|rows(K)|, |cols(K)|, 1); 0 without hits.
 
-    `labels` (`[C]` from `questions.hit_clusters`) may be passed by a caller that already has
+    `labels` (`[C]` from `state_regions.hit_clusters`) may be passed by a caller that already has
     them: the labelling is a while loop, which under vmap waits for the slowest game. `regions`
     (`[K, C]` bool cells) are the 83 catalog templates by default. Rows and columns are 8-bit
     masks and the intersections popcounts: small exact integers, as a 0/1 matrix product
@@ -247,7 +247,7 @@ def cluster_relevance(hit_cells: jnp.ndarray, labels: jnp.ndarray | None = None,
     region_rows, region_cols = _line_masks(questions.catalog_cells() if regions is None
                                            else regions)                        # [K]
     if labels is None:
-        labels = questions.hit_clusters(hit_cells, 8, 8)                        # [C]
+        labels = state_regions.hit_clusters(hit_cells, 8, 8)                        # [C]
     member = labels[None, :] == jnp.arange(64)[:, None]                         # [L, C]
     k_rows, k_cols = _line_masks(member)                                        # [L]
     shared_rows = jnp.bitwise_count(jnp.asarray(region_rows)[:, None] & k_rows[None, :])
