@@ -182,6 +182,13 @@ class PressureParams:
     rho0: chex.Array
 
 
+def questions_per_unhit_cell(config, view) -> jnp.ndarray:
+    """ρ `[]` float32: the questions left per ship cell not yet hit (at least one cell)."""
+    hits = jnp.sum(bitboard.unpack(view.obs.hit_bits, config.n_cells), dtype=jnp.int32)
+    unhit = jnp.maximum(jnp.sum(view.obs.ship_lengths) - hits, 1).astype(jnp.float32)
+    return view.questions_left.astype(jnp.float32) / unhit
+
+
 @dataclasses.dataclass(frozen=True)
 class PressureAgent(bayes.BayesAgent):
     """bayes whose ask threshold moves with ρ, the questions left per ship cell not yet hit:
@@ -195,10 +202,8 @@ class PressureAgent(bayes.BayesAgent):
                               rho0=jnp.float32(1.2))
 
     def decide(self, key, params, view, sampler, belief, state):
-        hits = jnp.sum(bitboard.unpack(view.obs.hit_bits, self.config.n_cells), dtype=jnp.int32)
-        unhit = jnp.maximum(jnp.sum(view.obs.ship_lengths) - hits, 1).astype(jnp.float32)
-        rho = view.questions_left.astype(jnp.float32) / unhit
-        gamma = params.gamma + params.beta * (rho - params.rho0)
+        gamma = params.gamma + params.beta * (questions_per_unhit_cell(self.config, view)
+                                              - params.rho0)
         return super().decide(key, bayes.BayesParams(gamma=gamma, scoring=params.scoring), view,
                               sampler, belief, state)
 
@@ -268,7 +273,7 @@ class ShotInfoAgent(bayes.BayesAgent):
                              ship_cells.astype(jnp.float32))                  # [S, C]
         p = jnp.sum(by_ship, axis=0)
         colour = p * entropy_bits(by_ship / jnp.maximum(p, 1e-9))
-        info = jnp.where(params.full > 0, entropy_bits(jnp.stack([p, 1.0 - p])) + colour, colour)
+        info = jnp.where(params.full > 0, eig.binary_entropy(p) + colour, colour)
         cell = jnp.argmax(jnp.where(view.legal_shots, p + params.kappa * info, -jnp.inf))
         cell = jnp.where(action.kind == SHOOT, cell, action.cell).astype(jnp.int32)
         return action._replace(cell=cell), p_cell, state

@@ -25,10 +25,10 @@ import chex
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
+from grand_levers import questions_per_unhit_cell  # this folder (on sys.path when run)
 
 from bsjax.battleship.agents.lookahead import LookaheadAgent, LookaheadParams
 from bsjax.battleship.config import PAPER
-from bsjax.battleship.game import bitboard
 from bsjax.battleship.harness import api
 from bsjax.core.stats import paired_bootstrap
 
@@ -57,9 +57,7 @@ class PressureLookahead(LookaheadAgent):
                               rho0=jnp.float32(15 / 14))
 
     def decide(self, key, params, view, sampler, belief, state):
-        hits = jnp.sum(bitboard.unpack(view.obs.hit_bits, self.config.n_cells), dtype=jnp.int32)
-        unhit = jnp.maximum(jnp.sum(view.obs.ship_lengths) - hits, 1).astype(jnp.float32)
-        rho = view.questions_left.astype(jnp.float32) / unhit
+        rho = questions_per_unhit_cell(self.config, view)
         look = params.look
         gamma = look.bayes.gamma + params.beta * (rho - params.rho0)
         return super().decide(key, look.replace(bayes=look.bayes.replace(gamma=gamma)), view,
