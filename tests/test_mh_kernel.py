@@ -34,6 +34,13 @@ def _updates(config, n_particles):
     return make("xla"), make("interpret")
 
 
+@functools.cache
+def _init(sampler):
+    """The sampler's `init`, compiled once for every example (op by op, each example would
+    dispatch the whole MH loop's operations again)."""
+    return jax.jit(sampler.init)
+
+
 def _observation(config, draw_cells, n_questions, answers, seed):
     rng = np.random.default_rng(seed)
     cells = rng.permutation(config.n_cells)
@@ -48,17 +55,26 @@ def _observation(config, draw_cells, n_questions, answers, seed):
 CONFIGS = {"paper": (PAPER, 500), "tiny": (tiny(5, 6, (3, 2, 2), max_questions=3), 200)}
 
 
+# Every example runs the interpreted kernel (slow on a CPU): a few by default, more under -m slow.
+UPDATE_EXAMPLES = [pytest.param(3, id="3"), pytest.param(12, id="12", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("examples", UPDATE_EXAMPLES)
 @pytest.mark.parametrize("name", sorted(CONFIGS))
-@settings(max_examples=6, deadline=None)
-@given(hits=st.integers(0, 6), misses=st.integers(0, 10), n_questions=st.integers(0, 3),
-       answers=st.lists(st.booleans(), min_size=3, max_size=3), seed=st.integers(0, 2**16))
-def test_kernel_moves_every_particle_as_the_xla_loop(name, hits, misses, n_questions, answers,
-                                                     seed):
+def test_kernel_moves_every_particle_as_the_xla_loop(name, examples):
+    settings(max_examples=examples, deadline=None)(given(
+        hits=st.integers(0, 6), misses=st.integers(0, 10), n_questions=st.integers(0, 3),
+        answers=st.lists(st.booleans(), min_size=3, max_size=3),
+        seed=st.integers(0, 2**16))(
+            lambda **example: _kernel_moves_as_the_loop(name, **example)))()
+
+
+def _kernel_moves_as_the_loop(name, hits, misses, n_questions, answers, seed):
     config, n_particles = CONFIGS[name]
     (sampler, xla, xla_or_keep), (_, fused, fused_or_keep) = _updates(config, n_particles)
     obs = _observation(config, (hits, misses), n_questions, answers, seed)
-    state = sampler.init(jax.random.key(seed), _observation(config, (0, 0), 0, answers, 0),
-                         jnp.int32(0))
+    state = _init(sampler)(jax.random.key(seed), _observation(config, (0, 0), 0, answers, 0),
+                           jnp.int32(0))
     key = jax.random.key(seed + 1)
     expected, got = xla(key, state, obs), fused(key, state, obs)
     for a, b in zip(jax.tree.leaves(expected), jax.tree.leaves(got)):
@@ -74,17 +90,37 @@ def test_kernel_moves_every_particle_as_the_xla_loop(name, hits, misses, n_quest
                 np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def test_games_identical_with_the_kernel():
+@pytest.mark.parametrize("boards, seeds", [
+    ("B01,B07", 1), pytest.param("B01,B07,B13", 2, marks=pytest.mark.slow)])
+def test_games_identical_with_the_kernel(boards, seeds):
     """Whole games, every turn's record (ESS and acceptance included); MRA, whose games hold
     both shots and questions (the evidence a greedy game sees is a subset); 200 particles: a
     full block of 128 lanes and a partial one."""
-    loop = bsjax.play("mra", boards="B01,B07,B13", seeds=2, particles=200, mh_kernel="xla",
+    loop = bsjax.play("mra", boards=boards, seeds=seeds, particles=200, mh_kernel="xla",
                       progress=False)
-    fused = bsjax.play("mra", boards="B01,B07,B13", seeds=2, particles=200,
+    fused = bsjax.play("mra", boards=boards, seeds=seeds, particles=200,
                        mh_kernel="interpret", progress=False)
     assert (loop.questions > 0).any() and (loop.shots > 0).all()
     assert loop.to_pandas().equals(fused.to_pandas())
     assert loop.turns_frame().equals(fused.turns_frame())
+
+
+@functools.cache
+def _both_resamplings(n_particles):
+    """`(key, previous, target, kept) -> (the XLA path's plan, [the kernel's draw unpadded and
+    padded])`, compiled once per particle count (as in a turn: compiled, not op by op)."""
+    @jax.jit
+    def both(key, previous, target, kept):
+        log_weights, ess = particles_lib.reweighted(previous, target, kept)   # `_reweight`'s
+        top = jnp.max(previous + (target - kept))
+        plan = particles_lib.resampling(key, log_weights, ess < n_particles / 2)
+        inputs = {"log_weights": previous, "target": target, "kept_target": kept,
+                  "key_words": plan.key_words}
+        read = lambda name, index: inputs[name][index]  # noqa: E731
+        return (plan.cumulative, plan.u, top, ess), [
+            mh_kernel.drawn_resampling(read, n_particles, width)
+            for width in (n_particles, pl.next_power_of_2(n_particles))]
+    return both
 
 
 @settings(max_examples=40, deadline=None)
@@ -103,19 +139,8 @@ def test_the_kernel_draws_the_resampling_as_the_xla_path(n_particles, seed, spre
         previous, target, kept = (np.repeat(x[::4], 4)[:n_particles]
                                   for x in (previous, target, kept))
 
-    @jax.jit  # as in a turn: compiled, not op by op
-    def both(key, previous, target, kept):
-        log_weights, ess = particles_lib.reweighted(previous, target, kept)   # `_reweight`'s
-        top = jnp.max(previous + (target - kept))
-        plan = particles_lib.resampling(key, log_weights, ess < n_particles / 2)
-        inputs = {"log_weights": previous, "target": target, "kept_target": kept,
-                  "key_words": plan.key_words}
-        read = lambda name, index: inputs[name][index]  # noqa: E731
-        return (plan.cumulative, plan.u, top, ess), [
-            mh_kernel.drawn_resampling(read, n_particles, width)
-            for width in (n_particles, pl.next_power_of_2(n_particles))]
-
-    expected, (drawn, padded) = both(jax.random.key(seed), previous, target, kept)
+    expected, (drawn, padded) = _both_resamplings(n_particles)(jax.random.key(seed), previous,
+                                                               target, kept)
     for want, got in zip(expected, drawn):
         assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
     cumulative = np.asarray(padded[0])
@@ -156,13 +181,21 @@ def test_the_tpu_loop_without_tables_moves_as_the_table_loop():
     config, n_particles = CONFIGS["paper"]
     sampler = ParticleSampler(config, n_particles=n_particles)
     obs = _observation(config, (4, 6), 3, [True, False, True], 7)
-    state = sampler.init(jax.random.key(3), _observation(config, (0, 0), 0, [True] * 3, 0),
-                         jnp.int32(0))
+    state = _init(sampler)(jax.random.key(3), _observation(config, (0, 0), 0, [True] * 3, 0),
+                           jnp.int32(0))
     keys = jax.random.split(jax.random.key(4))
 
+    @functools.cache
+    def compiled(mode, keeps):
+        """One program per mode for both `keep` values (traced), one without `keep`."""
+        observe = functools.partial(sampler._observe_with, sweeps=4, mode=mode)
+        if not keeps:
+            return jax.jit(observe)
+        return jax.jit(lambda k1, k2, s, o, keep: observe(k1, k2, s, o, keep=keep))
+
     def observe(mode, keep=None):
-        return jax.jit(functools.partial(sampler._observe_with, sweeps=4, mode=mode,
-                                         keep=keep))(keys[0], keys[1], state, obs)
+        extra = () if keep is None else (keep,)
+        return compiled(mode, keep is not None)(keys[0], keys[1], state, obs, *extra)
 
     for keep in (None, jnp.bool_(True), jnp.bool_(False)):
         for a, b in zip(jax.tree.leaves(observe("xla", keep)),
@@ -187,15 +220,20 @@ def _chain_updates(config, n_samples):
     return make("xla"), make("interpret")
 
 
-@settings(max_examples=4, deadline=None)
-@given(hits=st.integers(0, 5), misses=st.integers(0, 8), n_questions=st.integers(0, 3),
-       answers=st.lists(st.booleans(), min_size=3, max_size=3), seed=st.integers(0, 2**16))
-def test_the_chain_kernel_visits_the_boards_of_the_xla_loops(hits, misses, n_questions,
-                                                             answers, seed):
+@pytest.mark.parametrize("examples", [
+    pytest.param(2, id="2"), pytest.param(8, id="8", marks=pytest.mark.slow)])
+def test_the_chain_kernel_visits_the_boards_of_the_xla_loops(examples):
+    settings(max_examples=examples, deadline=None)(given(
+        hits=st.integers(0, 5), misses=st.integers(0, 8), n_questions=st.integers(0, 3),
+        answers=st.lists(st.booleans(), min_size=3, max_size=3),
+        seed=st.integers(0, 2**16))(_chain_kernel_visits_as_the_loops))()
+
+
+def _chain_kernel_visits_as_the_loops(hits, misses, n_questions, answers, seed):
     config = PAPER
     (sampler, xla), (_, fused) = _chain_updates(config, 60)
     start = _observation(config, (0, 0), 0, answers, 0)
-    state = sampler.init(jax.random.key(seed), start, jnp.int32(seed % 1000))
+    state = _init(sampler)(jax.random.key(seed), start, jnp.int32(seed % 1000))
     obs = _observation(config, (hits, misses), n_questions, answers, seed)
     key = jax.random.key(seed + 1)
     expected, got = xla(key, state, obs), fused(key, state, obs)
@@ -203,10 +241,11 @@ def test_the_chain_kernel_visits_the_boards_of_the_xla_loops(hits, misses, n_que
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def test_chain_games_identical_with_the_kernel():
-    loop = bsjax.play("greedy", boards="B01,B07", seeds=2, sampler="chain", particles=100,
+@pytest.mark.parametrize("seeds", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_chain_games_identical_with_the_kernel(seeds):
+    loop = bsjax.play("greedy", boards="B01,B07", seeds=seeds, sampler="chain", particles=100,
                       mh_kernel="xla", progress=False)
-    fused = bsjax.play("greedy", boards="B01,B07", seeds=2, sampler="chain", particles=100,
+    fused = bsjax.play("greedy", boards="B01,B07", seeds=seeds, sampler="chain", particles=100,
                        mh_kernel="interpret", progress=False)
     assert loop.to_pandas().equals(fused.to_pandas())
     assert loop.turns_frame().equals(fused.turns_frame())

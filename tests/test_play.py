@@ -132,8 +132,9 @@ def test_the_turn_loop_carries_the_agent_state_as_words_and_back_bit_for_bit():
     keys = game_keys(cfg.run_seed, seeds, np.asarray([g.seed_index for g in games]))
     params = _params(player, len(games))
     truths = jnp.asarray([g.spans for g in games], jnp.int32)
-    states, carries = jax.vmap(player.init_one)(turn_keys(keys, 1 << 20), params, truths,
-                                                jnp.asarray(seeds.astype(np.int32)))
+    init = jax.jit(jax.vmap(player.init_one))  # compiled: op by op it dispatches every MH step
+    states, carries = init(turn_keys(keys, 1 << 20), params, truths,
+                           jnp.asarray(seeds.astype(np.int32)))
     buffer = record_buffer(player, keys, params, states, carries)
     looped, loop_carries, records, turns, _ = play_turns(
         player, keys, params, states, carries, buffer, 0, jnp.ones(len(games), bool),

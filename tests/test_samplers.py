@@ -44,9 +44,10 @@ def test_hit_probability_converges_to_exact(sampler_name, atol, situation):
     sampler = make_sampler(sampler_name, TINY, particles=2000)
     # Average several independent runs: each is an unbiased-in-the-limit estimate.
     keys = jax.random.split(jax.random.key(7), 4)
-    init = jax.jit(jax.vmap(lambda k: sampler.hit_probability(sampler.init(k, _as_jax(obs),
-                                                                            jnp.int32(5)))))
-    estimate = np.asarray(init(keys)).mean(0)
+    # The observations are an argument, not constants: every situation runs one program.
+    init = jax.jit(jax.vmap(lambda k, o: sampler.hit_probability(sampler.init(k, o, jnp.int32(5))),
+                            in_axes=(0, None)))
+    estimate = np.asarray(init(keys, _as_jax(obs))).mean(0)
     np.testing.assert_allclose(estimate, truth, atol=atol)
 
 
