@@ -352,10 +352,11 @@ def test_update_or_keep_keeps_the_state_of_a_finished_game():
     the state itself where it is true, the update's info either way."""
     from bsjax.battleship.belief.base import update_or_keep
     sampler = ImportanceSampler(PAPER5, 64)
-    state = sampler.init(jax.random.key(0), observe(PAPER5, (3, 2)), jnp.int32(0))
+    # Compiled, as in a turn (op by op, each call dispatches every MH step's operations).
+    state = jax.jit(sampler.init)(jax.random.key(0), observe(PAPER5, (3, 2)), jnp.int32(0))
     obs = observe(PAPER5, (3, 2), **PAPER_SCENARIOS["two_hits"])
     key = jax.random.key(1)
-    updated, info = sampler.update(key, state, obs)
+    updated, info = jax.jit(sampler.update)(key, state, obs)
     for keep, expected in ((False, updated), (True, state)):
         got, got_info = jax.jit(functools.partial(update_or_keep, sampler))(
             key, state, obs, jnp.bool_(keep))
@@ -370,7 +371,7 @@ def test_a_subclass_that_overrides_update_is_not_bypassed():
     updated by that `update` when a game goes on; one with its own `update_or_keep` by that."""
     import dataclasses
 
-    from bsjax.battleship.belief.base import update_or_keep
+    from bsjax.battleship.belief.base import update_or_keep as base_update_or_keep
     from bsjax.battleship.belief.particles import ParticleSampler
 
     @dataclasses.dataclass(frozen=True)
@@ -378,8 +379,11 @@ def test_a_subclass_that_overrides_update_is_not_bypassed():
         def update(self, key, state, obs):
             return state, super().update(key, state, obs)[1]
 
+    def update_or_keep(sampler, *args):  # compiled, as in a turn
+        return jax.jit(functools.partial(base_update_or_keep, sampler))(*args)
+
     sampler = Frozen(PAPER5, n_particles=32)
-    state = sampler.init(jax.random.key(0), observe(PAPER5, (3, 2)), jnp.int32(0))
+    state = jax.jit(sampler.init)(jax.random.key(0), observe(PAPER5, (3, 2)), jnp.int32(0))
     obs = observe(PAPER5, (3, 2), **PAPER_SCENARIOS["two_hits"])
     got, _ = update_or_keep(sampler, jax.random.key(1), state, obs, jnp.bool_(False))
     for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(got)):
