@@ -217,7 +217,7 @@ def test_params_are_traced_not_compiled_in():
     """Games with other params reuse the compiled turn loop: no static hyperparameter."""
     import jax
 
-    from bsjax.battleship.harness.loop import game_keys
+    from bsjax.battleship.harness.batch import game_keys
     from bsjax.battleship.harness.play import _compiled, play_batch
     cfg = RunConfig(agent="mra", boards="B01,B02", seeds=1, particles=32)
     game_config, boards = run_config.validate(cfg)

@@ -105,7 +105,7 @@ def test_update_traces_once_and_is_vmappable():
     obs0 = observe(TWO, TWO.fleet)
     stack = lambda *trees: jax.tree.map(lambda *x: jnp.stack([jnp.asarray(v) for v in x]),  # noqa: E731
                                         *trees)
-    state = jax.vmap(lambda k, o: sampler.init(k, o, jnp.int32(0)))(
+    state = jax.jit(jax.vmap(lambda k, o: sampler.init(k, o, jnp.int32(0))))(
         jax.random.split(jax.random.key(0), 2), stack(obs0, obs0))
     for i, (first, second) in enumerate([(dict(misses=[3]), dict(hits=[12])),
                                          (dict(misses=[3], hits=[4]), SITUATIONS["question"])]):

@@ -103,9 +103,9 @@ def test_every_search_acts_legally_and_a_traced_param_does_not_retrace():
     sampler = belief_lib.make_sampler("particles", PAPER, 32)
     player = Player(PAPER, agent, sampler)
     board = suites.suite("synthetic", PAPER)[0]
-    state, (belief, agent_state) = player.init_one(jax.random.key(0), player.default_params(),
-                                                   jnp.asarray(board.spans, jnp.int32),
-                                                   jnp.int32(1))
+    init = jax.jit(player.init_one)  # compiled: op by op it dispatches every MH step
+    state, (belief, agent_state) = init(jax.random.key(0), player.default_params(),
+                                        jnp.asarray(board.spans, jnp.int32), jnp.int32(1))
     view = player.env.observe(state)
     chex.clear_trace_counter()
     decide = jax.jit(chex.assert_max_traces(

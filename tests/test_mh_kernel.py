@@ -153,7 +153,7 @@ def _lowered(mode, platform):
     config, n_particles = CONFIGS["tiny"]
     sampler = ParticleSampler(config, n_particles=n_particles, mh_kernel=mode)
     obs = _observation(config, (2, 2), 1, [True] * 3, 0)
-    state = sampler.init(jax.random.key(0), obs, jnp.int32(0))
+    state = _init(sampler)(jax.random.key(0), obs, jnp.int32(0))
     update = jax.jit(sampler.update)
     return update.trace(jax.random.key(1), state, obs).lower(
         lowering_platforms=(platform,)).as_text()
@@ -261,8 +261,8 @@ def test_the_reference_streams_keep_the_xla_loops():
 def test_the_particles_last_marginal_sums_the_same_occupancy():
     from bsjax.battleship.belief.particles import marginal, marginal_particles_last
     sampler = ParticleSampler(PAPER)
-    state = sampler.init(jax.random.key(0), _observation(PAPER, (3, 5), 2, [True, False, True], 1),
-                         jnp.int32(0))
+    state = _init(sampler)(jax.random.key(0),
+                           _observation(PAPER, (3, 5), 2, [True, False, True], 1), jnp.int32(0))
     spans, weights = sampler.weighted_particles(state)
     np.testing.assert_allclose(marginal_particles_last(PAPER, spans, weights),
                                marginal(PAPER, spans, weights), rtol=0, atol=1e-5)

@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bsjax.battleship.harness import llm_setup, run_config
+from bsjax.battleship.harness.batch import game_keys
 from bsjax.battleship.harness.experiment import game_list
-from bsjax.battleship.harness.loop import BatchRunner, game_keys
+from bsjax.battleship.harness.loop import BatchRunner
 from bsjax.battleship.harness.play import play_batch
 from bsjax.battleship.harness.run_config import RunConfig
 
@@ -222,7 +223,7 @@ def test_stacked_params_equal_each_games_own_params_stacked(choices):
     arrays equal stacking every game's own params (None: the player's defaults)."""
     import dataclasses
 
-    from bsjax.battleship.harness.loop import GameSpec, stack_params
+    from bsjax.battleship.harness.batch import GameSpec, stack_params
 
     player = _STACK_PLAYER
     base = jax.device_get(player.default_params())

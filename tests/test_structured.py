@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from bsjax import cli
+from bsjax.battleship.harness.batch import LLMEvent
 from bsjax.battleship.harness.experiment import run
-from bsjax.battleship.harness.loop import LLMEvent
 from bsjax.battleship.harness.run_config import RunConfig
 from bsjax.battleship.llm import revision
 from bsjax.core.llm import uniform

@@ -13,8 +13,8 @@ from bsjax.battleship.agents import WMAReflectiveAgent, make_agent
 from bsjax.battleship.agents.wma_reflective import EXPLOIT_THRESHOLD
 from bsjax.battleship.config import PAPER
 from bsjax.battleship.harness import run_config
+from bsjax.battleship.harness.batch import game_keys
 from bsjax.battleship.harness.experiment import game_list
-from bsjax.battleship.harness.loop import game_keys
 from bsjax.battleship.harness.play import play_batch
 from bsjax.battleship.harness.run_config import RunConfig
 from bsjax.battleship.runtime import presets as presets_lib

@@ -25,7 +25,8 @@ from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.game import suites
 from bsjax.battleship.harness import experiment, llm_setup, run_config
 from bsjax.battleship.harness import params as params_lib
-from bsjax.battleship.harness.loop import BatchRunner, GameSpec
+from bsjax.battleship.harness.batch import GameSpec
+from bsjax.battleship.harness.loop import BatchRunner
 from bsjax.battleship.harness.player import Player
 from bsjax.battleship.harness.results import Results, f1_scores
 from bsjax.core.errors import UsageError

@@ -22,7 +22,8 @@ from bsjax.battleship.config import GameConfig
 from bsjax.battleship.game import suites
 from bsjax.battleship.harness import events as events_lib
 from bsjax.battleship.harness import llm_setup, memory, rundir, summaries
-from bsjax.battleship.harness.loop import BatchRunner, GameSpec
+from bsjax.battleship.harness.batch import GameSpec
+from bsjax.battleship.harness.loop import BatchRunner
 from bsjax.battleship.harness.run_config import (
     RunConfig,
     make_player,

@@ -20,7 +20,7 @@ import numpy as np
 
 from bsjax.battleship.agents.mra import apply_revision
 from bsjax.battleship.game import questions
-from bsjax.battleship.harness.loop import LLMEvent
+from bsjax.battleship.harness.batch import LLMEvent
 from bsjax.battleship.llm import revision as revision_lib
 from bsjax.battleship.llm.lm_only import LMOnlyCaptain, cell_name
 from bsjax.battleship.runtime.record import ReflectiveRecord

@@ -220,7 +220,7 @@ def play_batch(key: jax.Array, player, params, truths: jax.Array, game_seeds: ja
     """Play a batch of games to the end, in memory: the compiled core of `bsjax.play`.
 
     Args:
-      key: `[G]` per-game base keys (`harness.loop.game_keys` gives the keys a run uses, so the
+      key: `[G]` per-game base keys (`harness.batch.game_keys` gives the keys a run uses, so the
         games equal those of `bsjax play` with the same run seed).
       player: a `harness.player.Player` whose agent never needs the host (not MRA-LLM, not
         LM-only: those need an LLM between turns; use `bsjax.run`).

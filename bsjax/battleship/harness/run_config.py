@@ -23,7 +23,7 @@ from bsjax.battleship.game.suites import BoardError
 from bsjax.battleship.harness import events as events_lib
 from bsjax.battleship.harness import llm_setup
 from bsjax.battleship.harness import params as params_lib
-from bsjax.battleship.harness.loop import Player
+from bsjax.battleship.harness.player import Player
 from bsjax.battleship.runtime import presets as presets_lib
 from bsjax.core.errors import UsageError
 

@@ -126,7 +126,7 @@ def rewrite_clean(out: Path, rows: list[dict]) -> None:
 
 
 def game_rows(cfg, sampler: str | None, games: list, result) -> list[dict]:
-    """The `games.jsonl` rows of a batch's `games` (`result`: their `loop.BatchResult`), for a
+    """The `games.jsonl` rows of a batch's `games` (`result`: their `batch.BatchResult`), for a
     run of `cfg` (a `RunConfig`) with belief `sampler`."""
     rows = []
     for i, g in enumerate(games):
