@@ -59,14 +59,20 @@ CONFIGS = {"paper": (PAPER, 500), "tiny": (tiny(5, 6, (3, 2, 2), max_questions=3
 UPDATE_EXAMPLES = [pytest.param(3, id="3"), pytest.param(12, id="12", marks=pytest.mark.slow)]
 
 
+def _check_examples(check, examples: int, hits: int, misses: int):
+    """Run `check(hits=, misses=, n_questions=, answers=, seed=)` on `examples` hypothesis
+    examples (the count is a test parameter, so it cannot sit in a decorator)."""
+    settings(max_examples=examples, deadline=None)(given(
+        hits=st.integers(0, hits), misses=st.integers(0, misses), n_questions=st.integers(0, 3),
+        answers=st.lists(st.booleans(), min_size=3, max_size=3),
+        seed=st.integers(0, 2**16))(check))()
+
+
 @pytest.mark.parametrize("examples", UPDATE_EXAMPLES)
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_kernel_moves_every_particle_as_the_xla_loop(name, examples):
-    settings(max_examples=examples, deadline=None)(given(
-        hits=st.integers(0, 6), misses=st.integers(0, 10), n_questions=st.integers(0, 3),
-        answers=st.lists(st.booleans(), min_size=3, max_size=3),
-        seed=st.integers(0, 2**16))(
-            lambda **example: _kernel_moves_as_the_loop(name, **example)))()
+    _check_examples(lambda **example: _kernel_moves_as_the_loop(name, **example), examples,
+                    hits=6, misses=10)
 
 
 def _kernel_moves_as_the_loop(name, hits, misses, n_questions, answers, seed):
@@ -223,10 +229,7 @@ def _chain_updates(config, n_samples):
 @pytest.mark.parametrize("examples", [
     pytest.param(2, id="2"), pytest.param(8, id="8", marks=pytest.mark.slow)])
 def test_the_chain_kernel_visits_the_boards_of_the_xla_loops(examples):
-    settings(max_examples=examples, deadline=None)(given(
-        hits=st.integers(0, 5), misses=st.integers(0, 8), n_questions=st.integers(0, 3),
-        answers=st.lists(st.booleans(), min_size=3, max_size=3),
-        seed=st.integers(0, 2**16))(_chain_kernel_visits_as_the_loops))()
+    _check_examples(_chain_kernel_visits_as_the_loops, examples, hits=5, misses=8)
 
 
 def _chain_kernel_visits_as_the_loops(hits, misses, n_questions, answers, seed):
