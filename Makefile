@@ -9,7 +9,7 @@ comma := ,
 ALL_EXTRAS := test,llm,docs$(if $(EXTRAS),$(comma)$(EXTRAS))
 STAMP := $(VENV)/.installed-$(subst $(comma),-,$(ALL_EXTRAS))
 
-.PHONY: run test install bench docs lint clean gpu-check tpu-check gpu-bench gpu-profile
+.PHONY: run test test-all install bench docs lint clean gpu-check tpu-check gpu-bench gpu-profile
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,12 @@ run: $(STAMP)
 # core to the others (cold suite on 2 cores, same tree: 631 s, against 711 s with two workers).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder
+
+# Everything, the slow tier too: whole-row replays of every committed result, full-size game
+# identity (the MH kernels, every agent's conformance, multi-process runs), the GILP pipelines.
+# Run it before committing a change that can move games or touches a kernel.
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder -m 'slow or not slow'
 
 # The documentation site, built offline into site/ (--strict: a broken link or reference fails).
 docs: $(STAMP)

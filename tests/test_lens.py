@@ -1,4 +1,5 @@
-"""`bsjax lens` on small real runs, through the CLI as a subprocess (docs/battleship/protocol.md §12.2).
+"""`bsjax lens` on small real runs, through the CLI (docs/battleship/protocol.md §12.2): in-process through
+`bsjax.cli.main`, and once as a process.
 
 Three runs are made once per module with `bsjax.battleship.harness.experiment.run`: MRA (symbolic revision),
 MRA-LLM with `--llm none` and τ = 1.0 (every LLM request falls back, and is counted), and greedy
@@ -8,7 +9,9 @@ files, and the confidence trace against the per-turn rules of §9.1-9.2.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
 import statistics
 import subprocess
@@ -18,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from bsjax import cli
 from bsjax.battleship.harness.experiment import run
 from bsjax.battleship.harness.run_config import RunConfig
 
@@ -52,10 +56,27 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-@functools.cache
-def lens(*args: str) -> subprocess.CompletedProcess:
+def _lens_in_process(*args: str) -> subprocess.CompletedProcess:
+    """`bsjax lens ARGS` through `bsjax.cli.main`, with its stdout, stderr and exit code as a
+    process would give them (argparse's usage errors exit through SystemExit)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli.main(["lens", *args])
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+    return subprocess.CompletedProcess(["bsjax", "lens", *args], code, out.getvalue(),
+                                       err.getvalue())
+
+
+def _lens_process(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "bsjax.cli", "lens", *args],
                           capture_output=True, text=True, timeout=120)
+
+
+@functools.cache
+def lens(*args: str) -> subprocess.CompletedProcess:
+    return _lens_in_process(*args)
 
 
 def lens_json(*args: str) -> dict:
@@ -302,9 +323,21 @@ def test_bad_input_exits_2_with_one_line(runs, case, tmp_path):
         "confidence-on-greedy": (greedy, "--view", "confidence", "--game", "B01:0"),
         "bad-format": (mra, "--view", "run", "--format", "yaml"),
     }[case]
-    proc = subprocess.run([sys.executable, "-m", "bsjax.cli", "lens", *args],
-                          capture_output=True, text=True, timeout=120)
+    proc = _lens_in_process(*args)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("bsjax: error:"), proc.stderr
+
+
+def test_the_command_as_a_process_gives_what_it_gives_in_process(runs):
+    """`python -m bsjax.cli lens` (the installed command's entry) prints what the in-process
+    calls above read, and a usage error exits 2 with one line there too."""
+    args = view_args(runs, "mra", "run")
+    proc = _lens_process(*args, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == lens_json(*args)
+    bad = _lens_process(runs["mra"]["dir"], "--view", "bogus")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.strip().splitlines() == _lens_in_process(
+        runs["mra"]["dir"], "--view", "bogus").stderr.strip().splitlines()
