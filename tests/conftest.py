@@ -155,18 +155,6 @@ FULL_TIER = {
     "test_study.py::test_paper_command_writes_the_table_and_figures": 40,
     "test_wma_reflective.py::test_a_preset_subset_revises_only_with_its_presets": 14,
     "test_wma_reflective.py::test_revision_off_plays_wma_game_for_game": 47,
-    # Measured in the default suite once the entries above had moved (they paid these tests'
-    # compiles before):
-    "gilp/test_calibrate.py::test_journal_replays_an_interrupted_calibration": 33,
-    "gilp/test_parametric.py::test_planners_follow_an_optimal_plan_with_a_perfect_backbone[mcts]": 53,
-    "gilp/test_sim.py::test_revision_adopts_the_backbone_atoms": 37,
-    "test_bench.py::test_plot_only_and_markdown": 19,
-    "test_study.py::test_report_of_a_played_study_against_a_baseline_row": 36,
-    "test_wma_reflective.py::test_revision_on_revises_and_changes_the_games": 48,
-    # and once those had moved too:
-    "gilp/test_calibrate.py::test_residual_file_has_every_row": 46,
-    "gilp/test_parametric.py::test_episode_function_compiles_once_and_is_deterministic": 45,
-    "gilp/test_sim.py::test_ablation_behaviours": 57,
 }
 
 

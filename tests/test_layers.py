@@ -33,7 +33,7 @@ BATTLESHIP = [
     ["bsjax.battleship.llm"],
     ["bsjax.battleship.harness"],
     ["bsjax.battleship.report"],
-    ["bsjax.battleship.cli", "bsjax.battleship.cli_checks"],
+    ["bsjax.battleship.cli", "bsjax.battleship.cli_checks", "bsjax.battleship.cli_flags"],
 ]
 GILP = [  # the pipeline: generate (data) -> train -> plan / simulate -> evaluate -> report
     ["bsjax.gilp.config", "bsjax.gilp.types", "bsjax.gilp.keys", "bsjax.gilp.paper_numbers",

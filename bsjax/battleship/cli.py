@@ -7,165 +7,22 @@ line on stderr and exit code 2.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import sys
-import threading
 from pathlib import Path
 
-from bsjax.battleship import cli_checks
+from bsjax.battleship import cli_checks, cli_flags
 from bsjax.core import checks
 from bsjax.core.errors import UsageError
-
-# RunConfig fields as flags: (flag, type, help). Defaults are None, meaning "the RunConfig (or
-# experiment file) default", so an explicit flag can override an experiment file.
-GAME_FLAGS = (
-    ("--agent", str, "random | greedy | wma | bayes | lookahead | mra | mra-llm | lm-only (default greedy)"),
-    ("--protocol", str, "paper | grand (default paper)"),
-    ("--suite", str, "synthetic | grand | random (default: the protocol's own suite)"),
-    ("--boards", str, "all, or a list such as B01,B02 (default all)"),
-    ("--board-file", str, "a board in the Grand text format"),
-    ("--seeds", int, "seed indices per board (default 3)"),
-    ("--first-seed", int, "first seed index: plays indices FIRST .. FIRST + SEEDS - 1 (default 0); "
-     "disjoint ranges are disjoint games, e.g. tuning and held-out seeds"),
-    ("--sampler", str, "chain | exact (every placement, fixed fleets only) | importance | "
-     "particles (default particles)"),
-    ("--rng", str, "jax | reference (bit-exact reference chain; default jax)"),
-    ("--particles", int, "samples / particles per game (default 500)"),
-    ("--sweeps", int, "particles sampler: MH sweeps (one move per ship) per observation "
-     "(default 4)"),
-    ("--mh-kernel", str, "particles and chain samplers: how the MH moves run: auto (one fused "
-     "kernel on a CUDA GPU, XLA loops elsewhere) | xla | pallas | interpret (the fused kernel "
-     "in Pallas's interpreter: slow, any backend) | lowering (chosen when the program is "
-     "lowered); every choice plays the same games (default auto)"),
-    ("--tau", float, "confidence threshold in [0, 1] (default: the agent's; MRA 0.72)"),
-    ("--revision", str, "MRA symbolic revision: on | off (default on)"),
-    ("--cooldown", int, "MRA: turns after a revision before the gate may reopen (default 3)"),
-    ("--min-delta", float, "MRA: the preview Δ a revision must beat, δ_min (default 0.01)"),
-    ("--presets", str, "MRA: revision presets the gate may apply: all, or kinds such as "
-     "coarse_roi_collapse,cluster_closeout_bias (default all)"),
-    ("--variant", str, "MRA: paper (faithful) | improved (default paper)"),
-    ("--answer-noise", float, "the belief's modelled answer noise ε in [0, 1] (default: the "
-     "protocol's, 0.1); the spotter's own noise is the protocol's"),
-    ("--run-seed", int, "base seed of the JAX keys (default 0)"),
-    ("--llm", str, "LLM of mra-llm and lm-only: local (embedded Gemma 3 270M) | ollama | "
-     "uniform (a uniformly random legal reply: the null baseline) | none (default local)"),
-    ("--llm-host", str, "Ollama server URL (default http://127.0.0.1:11434)"),
-    ("--model", str, "Ollama model name (default gemma3:270m), e.g. gemma3:4b"),
-    ("--llm-timeout", float, "seconds per LLM call (default 30)"),
-    ("--llm-format", str, "schema: each reply constrained by a JSON Schema of that call's legal "
-     "choices | free: the published unconstrained call (default schema)"),
-    ("--random-boards", int, "boards of the random suite (default 18)"),
-    ("--batch-size", checks.batch_size, "games per compiled batch, or auto: as many as fill half "
-     "the free device memory (on a CPU at most 32 a core, on an accelerator at most 65,536 a "
-     "device) (default 512)"),
-    ("--devices", int, "shard each batch over the first N local devices (default: all)"),
-    ("--events", str, "turn events as jsonl (events.jsonl) | parquet (events/part-*.parquet) | "
-     "auto: parquet for runs of more than 2,000 games (default auto)"),
-)
-# A study's rows choose these themselves.
-ROW_FLAGS = ("--agent", "--tau", "--revision")
-
-
-def _add_game_args(p: argparse.ArgumentParser, with_out: bool = True,
-                   exclude: tuple[str, ...] = ()) -> None:
-    for flag, kind, text in GAME_FLAGS:
-        if flag not in exclude:
-            p.add_argument(flag, type=kind, default=None, help=text)
-    p.add_argument("--verbose", action="store_const", const=True, default=None,
-                   help="show llama.cpp's own log lines (the local model)")
-    if with_out:
-        p.add_argument("--out", default=None, help="output directory (default results/CMD-TIME)")
-        p.add_argument("--resume", action="store_true", help="continue an interrupted run")
-        p.add_argument("--distributed", action="store_true",
-                       help="multi-process run via jax.distributed.initialize: each process "
-                       "plays every N-th game into OUT/process-K-of-N (see README)")
-        p.add_argument("--coordinator", default=None,
-                       help="with --distributed: HOST:PORT of process 0 (default: detected "
-                       "from the cluster environment or JAX_COORDINATOR_ADDRESS)")
-        p.add_argument("--num-processes", type=int, default=None)
-        p.add_argument("--process-id", type=int, default=None)
-        p.add_argument("--connect-timeout", type=float, default=None,
-                       help="with --distributed: seconds to wait for every process to connect "
-                       "before giving up with one line (default 120)")
-    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
-
-
-def _overrides(args) -> dict:
-    """The RunConfig fields given on the command line."""
-    fields = [flag[2:].replace("-", "_") for flag, _, _ in GAME_FLAGS] + ["verbose"]
-    return {f: getattr(args, f) for f in fields if getattr(args, f, None) is not None}
-
-
-def _init_distributed(args) -> None:
-    """Join a multi-process run (before any JAX computation)."""
-    if not getattr(args, "distributed", False):
-        if any(getattr(args, f, None) is not None
-               for f in ("coordinator", "num_processes", "process_id", "connect_timeout")):
-            raise UsageError("--coordinator/--num-processes/--process-id/--connect-timeout need "
-                             "--distributed")
-        return
-    import jax
-    if not args.out:
-        raise UsageError("--distributed needs --out (a directory every process can reach)")
-    if args.num_processes is not None and args.num_processes < 1:
-        raise UsageError(f"--num-processes must be at least 1 (got {args.num_processes})")
-    if args.process_id is not None and not 0 <= args.process_id < (args.num_processes or 1 << 30):
-        bounds = f"lie in 0..{args.num_processes - 1}" if args.num_processes else "be at least 0"
-        raise UsageError(f"--process-id must {bounds} (got {args.process_id})")
-    if args.coordinator is not None:
-        host, _, port = args.coordinator.rpartition(":")
-        if not host.strip() or not port.isdigit() or not 0 < int(port) < 65536:
-            raise UsageError(f"--coordinator takes HOST:PORT with a port in 1..65535 "
-                             f"(got {args.coordinator!r})")
-    timeout = 120.0 if args.connect_timeout is None else args.connect_timeout
-    if not 0 < timeout <= 3600:
-        raise UsageError(f"--connect-timeout must lie in (0, 3600] seconds (got {timeout})")
-    # JAX aborts the process (a native check failure) when its own wait runs out; a watchdog
-    # ends it first with one line.
-    connected = threading.Event()
-
-    def watchdog() -> None:
-        if not connected.wait(timeout):
-            print(f"bsjax: error: the distributed run did not connect within {timeout:g} s "
-                  f"(coordinator {args.coordinator or 'from the environment'}); every process "
-                  "must start with the same --num-processes and --coordinator",
-                  file=sys.stderr, flush=True)
-            os._exit(2)
-
-    threading.Thread(target=watchdog, daemon=True).start()
-    try:
-        jax.distributed.initialize(args.coordinator, args.num_processes, args.process_id,
-                                   initialization_timeout=int(timeout) + 60)
-    except (RuntimeError, ValueError) as err:
-        raise UsageError(f"jax.distributed.initialize failed: {str(err).splitlines()[0]}") \
-            from None
-    finally:
-        connected.set()
-
-
-def _out_dir(args, prefix: str) -> Path:
-    """--out (default results/PREFIX-TIME), checked to be a directory this process can write."""
-    from bsjax.battleship.harness import experiment
-    checks.nonempty(args.out, "--out")
-    out = Path(args.out) if args.out else experiment.default_out_dir(prefix)
-    return checks.writable_dir(out, "--out")
-
-
-def _run_config(args):
-    from bsjax.battleship.harness.run_config import RunConfig
-    return RunConfig(**_overrides(args))
 
 
 def cmd_play(args) -> int:
     from bsjax.battleship.harness import experiment, run_config
     from bsjax.core.progress import GameProgress
-    cfg = cli_checks.check_run_config(_run_config(args))
+    cfg = cli_checks.check_run_config(cli_flags.config_from_flags(args))
     run_config.validate(cfg)
-    run_config.check_applies(cfg, list(_overrides(args)))
-    _init_distributed(args)
-    out = _out_dir(args, "play")
+    run_config.check_applies(cfg, list(cli_flags.overrides(args)))
+    cli_flags.init_distributed(args)
+    out = cli_flags.out_dir(args, "play")
     experiment.prepare_out_dir(out, cfg, args.resume)
     summary = experiment.run(cfg, out, resume=args.resume, progress=GameProgress())
     lo, hi = summary["win_rate_ci"]
@@ -187,8 +44,8 @@ def _run_study(args, study, prefix: str) -> int:
     from bsjax.core.progress import GameProgress
     cli_checks.check_study(study)
     study_lib.validate(study)
-    _init_distributed(args)
-    out = _out_dir(args, prefix)
+    cli_flags.init_distributed(args)
+    out = cli_flags.out_dir(args, prefix)
     study_lib.prepare(study, out, args.resume)
     summaries = study_lib.run(study, out, resume=args.resume,
                               progress_factory=lambda row_id: GameProgress(label=row_id))
@@ -207,7 +64,7 @@ def _run_study(args, study, prefix: str) -> int:
 def cmd_paper(args) -> int:
     """The paper's unified table (all four layers and the baselines) with its figures."""
     from bsjax.battleship.harness import study as study_lib
-    overrides = _overrides(args)
+    overrides = cli_flags.overrides(args)
     if args.config is not None:
         cli_checks.check_experiment_file(args.config)
         study = study_lib.load_toml(args.config, overrides)
@@ -221,7 +78,7 @@ def cmd_paper(args) -> int:
 def cmd_sweep(args) -> int:
     """One row per value of a RunConfig field, with CIs, a CSV and a plot."""
     from bsjax.battleship.harness import study as study_lib
-    overrides = _overrides(args)
+    overrides = cli_flags.overrides(args)
     if args.config is not None:
         cli_checks.check_experiment_file(args.config)
         study = study_lib.load_toml(args.config, overrides)
@@ -236,7 +93,7 @@ def cmd_sweep(args) -> int:
         name, values = args.param.split("=", 1)
         name = name.strip().replace("-", "_")
         cli_checks.check_sweep_values(name, values)
-        study = study_lib.sweep_study(_run_config(args), name, values)
+        study = study_lib.sweep_study(cli_flags.config_from_flags(args), name, values)
     _check_flags_apply(args, study)
     return _run_study(args, study, "sweep")
 
@@ -244,7 +101,7 @@ def cmd_sweep(args) -> int:
 def _check_flags_apply(args, study) -> None:
     """The flags given to a sweep apply to every row's run (`run_config.check_applies`)."""
     from bsjax.battleship.harness import run_config
-    given = [f for f in _overrides(args) if f != study.param]
+    given = [f for f in cli_flags.overrides(args) if f != study.param]
     for row in study.active_rows():
         try:
             cfg = row.config(study.base)
@@ -291,9 +148,9 @@ def cmd_boards(args) -> int:
 
 def cmd_bench(args) -> int:
     from bsjax.battleship.harness import bench, run_config
-    cfg = cli_checks.check_run_config(_run_config(args))
+    cfg = cli_checks.check_run_config(cli_flags.config_from_flags(args))
     run_config.validate(cfg)
-    run_config.check_applies(cfg, list(_overrides(args)))
+    run_config.check_applies(cfg, list(cli_flags.overrides(args)))
     try:
         sizes = [int(x) for x in str(args.games).split(",")]
     except ValueError:
@@ -365,17 +222,17 @@ def cmd_lens(args) -> int:
 def add_commands(sub) -> None:
     """Register the Battleship commands on the `bsjax` command's subparsers."""
     play = sub.add_parser("play", help="play an agent on a suite and write a run directory")
-    _add_game_args(play)
+    cli_flags.add_game_args(play)
     play.set_defaults(func=cmd_play)
     paper = sub.add_parser("paper", help="the paper's unified table: every layer on the suite, "
                            "with table.md/.csv and figures")
     paper.add_argument("--config", default=None, help="an experiment file (experiments/*.toml)")
-    _add_game_args(paper, exclude=ROW_FLAGS)
+    cli_flags.add_game_args(paper, exclude=cli_flags.ROW_FLAGS)
     paper.set_defaults(func=cmd_paper)
     sweep = sub.add_parser("sweep", help="one row per value of a parameter, e.g. tau=0:1:0.05")
     sweep.add_argument("--param", default=None, help="NAME=lo:hi:step or NAME=a,b,c")
     sweep.add_argument("--config", default=None, help="an experiment file of kind sweep")
-    _add_game_args(sweep)
+    cli_flags.add_game_args(sweep)
     sweep.set_defaults(func=cmd_sweep)
     report = sub.add_parser("report", help="rebuild tables and figures of a study or run directory")
     report.add_argument("run_dir")
@@ -393,7 +250,7 @@ def add_commands(sub) -> None:
     boards.add_argument("--json", action="store_true")
     boards.set_defaults(func=cmd_boards)
     bench = sub.add_parser("bench", help="throughput (games/s, steady state, compile excluded)")
-    _add_game_args(bench, with_out=False)
+    cli_flags.add_game_args(bench, with_out=False)
     bench.add_argument("--games", default="54", help="batch size(s), e.g. 1,8,54,512")
     bench.add_argument("--repeats", type=int, default=1, help="timed repetitions (median)")
     bench.set_defaults(func=cmd_bench)
