@@ -26,6 +26,7 @@ from bsjax.gilp import config, profiles
 from bsjax.gilp.behaviour.params import load_params
 from bsjax.gilp.evaluation import paper
 from bsjax.gilp.report import figures as gilp_figures
+from bsjax.gilp.report import table_format
 from bsjax.gilp.report import tables as gilp_tables
 
 
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
                                  log=log)
     backbones = paper.backbone_table(trained, runs)
     files.write_json_atomic(out / "backbones.json", backbones)
-    gilp_tables.write_table(gilp_tables.table4(backbones), out)
+    table_format.write_table(gilp_tables.table4(backbones), out)
     gilp_figures.f4_backbones(backbones, out / gilp_figures.FILES["f4"])
     log(f"wrote {out}/table_4.md and {gilp_figures.FILES['f4']}")
     return 0

@@ -20,7 +20,7 @@ from pathlib import Path
 from bsjax.gilp import config, profiles
 from bsjax.gilp.behaviour.params import load_params
 from bsjax.gilp.evaluation import paper
-from bsjax.gilp.report import tables
+from bsjax.gilp.report import table_format, tables
 
 
 def main(argv=None) -> int:
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
         return 2
     sweep = paper.tau_sweep(out, Path(args.work), benches, plan, params, 0, log)
     settings_path.write_text(json.dumps(settings) + "\n")
-    tables.write_table(tables.table5b(sweep), out)
+    table_format.write_table(tables.table5b(sweep), out)
     log(f"wrote {out}/tau_sweep.json and table_5b.md")
     return 0
 

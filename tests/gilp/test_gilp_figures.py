@@ -8,7 +8,7 @@ import math
 import pytest
 
 from bsjax.gilp import events, metrics
-from bsjax.gilp.report import figures, tables
+from bsjax.gilp.report import figures, real_table, tables
 from gilp.synthetic import event_row
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -157,11 +157,11 @@ def test_table7_delta_paper_and_dashes():
                           "GILP": real_arm(20, 0.95, 0.05, 2500, corr_rate=0.25)},
             "pooled": {"Agent-Replan": real_arm(20, 1.0, 0.2, 2000),
                        "GILP": real_arm(18, 0.95, None, 2500, json_fail_rate=None, timeouts=2)}}
-    t7 = tables.table7(real)
+    t7 = real_table.table7(real)
     by_scope = {r["scope"]: r for r in t7.rows}
     assert by_scope["taskgraph"]["delta_pct"] == pytest.approx(100 * (0.05 - 0.2) / 0.2)  # -75
-    assert tables._delta_pct(0.142, 0.040) == pytest.approx(-71.83, abs=0.01)
-    assert tables._delta_pct(0.0, 0.1) is None and by_scope["pooled"]["delta_pct"] is None
+    assert real_table._delta_pct(0.142, 0.040) == pytest.approx(-71.83, abs=0.01)
+    assert real_table._delta_pct(0.0, 0.1) is None and by_scope["pooled"]["delta_pct"] is None
     md = t7.markdown()
     # taskgraph: n, SR agent [CI], SR GILP [CI], paper SR, HSR agent [CI] + paper, GILP + paper.
     assert ("| taskgraph | 20/20 | 20/20 | 1.000 | [0.900, 1.000] | 0.950 | [0.850, 1.000] | 1.000 |"
@@ -200,14 +200,14 @@ def test_real_by_benchmark_splits_events_and_sidecar(tmp_path):
                                  usd=0.0, usd_gpt4o_mini=0.001, backend_seconds=1.5))
     events.write_events(tmp_path / events.EVENTS_FILE, rows)
     (tmp_path / real_runs.SIDECAR).write_text("".join(json.dumps(s) + "\n" for s in side))
-    real = tables.real_by_benchmark(tmp_path)
-    assert list(real) == ["taskgraph", "toolchain", tables.T7_SUBSET, "pooled"]
+    real = real_table.real_by_benchmark(tmp_path)
+    assert list(real) == ["taskgraph", "toolchain", real_table.T7_SUBSET, "pooled"]
     assert real["taskgraph"]["Agent-Replan"]["n"] == 6 and real["pooled"]["GILP"]["n"] == 12
-    assert real[tables.T7_SUBSET]["Agent-Replan"]["n"] == 5
+    assert real[real_table.T7_SUBSET]["Agent-Replan"]["n"] == 5
     assert real["taskgraph"]["Agent-Replan"]["json_fail_rate"] == 0.0
     assert real["toolchain"]["GILP"]["json_fail_rate"] == pytest.approx(1 / 3)
     assert real["pooled"]["Agent-Replan"]["hsr"] == pytest.approx(1 / 3)
-    md = tables.table7(real).markdown()
+    md = real_table.table7(real).markdown()
     assert "| taskgraph n=5 | 5/5 | 5/5 |" in md and "| -100% |" in md
     assert not math.isnan(real["pooled"]["GILP"]["hsr"])
 

@@ -200,9 +200,9 @@ def _print_summary(summary: dict, out: Path, as_json: bool) -> None:
 def _report_real(out: Path, as_json: bool) -> int:
     """`gilp report` of a `gilp real` run (T7): its table and summary.json from the finished
     episodes, also while the run is still going."""
-    from bsjax.gilp.report import tables
+    from bsjax.gilp.report import real_table
     try:
-        summary = tables.report_real(out)
+        summary = real_table.report_real(out)
     except (ValueError, KeyError, TypeError) as err:
         raise UsageError(f"cannot report {out}: {err}") from None
     if as_json:

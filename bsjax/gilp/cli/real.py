@@ -49,7 +49,7 @@ def cmd_real(args) -> int:
     from bsjax.gilp.real import episode as real
     from bsjax.gilp.real import runs as real_runs
     from bsjax.gilp.real import tasks as real_tasks
-    from bsjax.gilp.report import tables
+    from bsjax.gilp.report import real_table
     from bsjax.gilp.training import workdir
     benches, methods = parse_benchmarks(args.bench), _llm_methods(args.methods)
     if args.llm not in LLM_KINDS:
@@ -112,7 +112,7 @@ def cmd_real(args) -> int:
                            cfg=real.RealConfig(wall_cap_s=args.wall_cap), log=episode_done)
     finally:
         progress.stop()
-    result = {**tables.report_real(out),
+    result = {**real_table.report_real(out),
               "llm": {"backend": args.llm, "model": getattr(backend, "model", None)},
               "seconds": round(time.perf_counter() - start, 2)}
     if args.json:

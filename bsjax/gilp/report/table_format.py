@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+from pathlib import Path
 
 from bsjax.gilp import paper_numbers
 
@@ -119,3 +120,13 @@ def _csv(value, fmt: str) -> list[str]:
     if fmt.startswith("paper"):
         return [_num(None if value is None else value.value)]
     return [_num(value)]
+
+
+def write_table(table: Table, out_dir: str | Path) -> list[Path]:
+    """Writes `NAME.md` and `NAME.csv` into `out_dir`; returns both paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    md, cv = out / f"{table.name}.md", out / f"{table.name}.csv"
+    md.write_text(table.markdown())
+    cv.write_text(table.csv())
+    return [md, cv]
