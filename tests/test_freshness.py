@@ -1,12 +1,13 @@
 """The committed headline results are what the code plays now.
 
 Every row of the paper's table that the README quotes (`experiments/llm/paper/`, what `make run`
-plays) is replayed from its committed config, through the same study runner, and compared game by
-game with its committed `games.jsonl`: the LLM-free rows by playing them, B6 (the embedded model)
-from its committed call cache, with a backend that can only replay (a call not in the cache
-fails, falls back and changes the game). A change that moves a game fails here until the
-committed results are regenerated (`bsjax paper --out experiments/llm/paper` after removing the
-row's run directory, then `bsjax report`). Rows B1–B5 must also keep the published numbers.
+plays) is replayed from its committed config, through the same study runner, and compared game
+by game with its committed `games.jsonl` (B1 and B6 in the default tier, all eight under `-m
+slow`): the LLM-free rows by playing them, B6 (the embedded model) from its committed call
+cache, with a backend that can only replay (a call not in the cache fails, falls back and
+changes the game). A change that moves a game fails here until the committed results are
+regenerated (`bsjax paper --out experiments/llm/paper` after removing the row's run directory,
+then `bsjax report`). Rows B1–B5 must also keep the published numbers.
 """
 
 from __future__ import annotations
