@@ -39,7 +39,8 @@ def _rows(path: Path) -> list[dict]:
 # Every row of the committed study. The default suite replays two of them: B1 (L1, the belief
 # and the greedy shooting every other row builds on) and B6 (L4: MRA's runtime, its gate and the
 # local model's committed replies); every row runs under `-m slow`. Each row is replayed alone:
-# a game does not depend on the other games of its batch (test_memory, test_cli).
+# a game does not depend on the other games of its batch (test_cli's batch-size test), and every
+# row, replayed alone, plays its committed games.
 ROWS = ("B1", "B2", "B3", "B4", "B5", "B6", "B6-uniform", "bayes")
 DEFAULT_ROWS = ("B1", "B6")
 
@@ -57,7 +58,7 @@ def replay(tmp_path_factory):
     def replay_only(cfg, caller, cache_path=None, concurrent=False):
         """The local model's client, answering from the committed call cache only."""
         row = cache_path.parent.name
-        copy = cache_path.parent.parent.parent / f"{row}-calls.jsonl"
+        copy = tmp_path_factory.mktemp(f"calls-{row}") / "calls.jsonl"
         committed_calls = COMMITTED / "runs" / row / "calls.jsonl"
         if committed_calls.is_file():  # B5's gate never opens: it made no call
             shutil.copy(committed_calls, copy)
