@@ -1,7 +1,9 @@
 """Compile and run time on a CPU with XLA's fusion emitters (its default) and its classic ones.
 
 `XLA_FLAGS=--xla_cpu_use_fusion_emitters=false` makes XLA's CPU backend generate code with its
-classic emitters. For each agent and setting, `bsjax bench` runs in a fresh process with XLA's
+classic emitters; `classic-o1` also lowers LLVM's optimisation level from 2 to 1
+(`--xla_backend_optimization_level=1`, what the test suite compiles with). For each agent and
+setting, `bsjax bench` runs in a fresh process with XLA's
 persistent cache off (so every program compiles): compile seconds, steady-state seconds and
 games/s, and a digest of the games (identical games give identical digests). Appends one JSON
 line per point to OUT/cpu-emitters.jsonl.
@@ -23,7 +25,8 @@ from pathlib import Path
 
 import provenance  # benchmarks/ is on sys.path when this file is run
 
-SETTINGS = {"fusion": "", "classic": "--xla_cpu_use_fusion_emitters=false"}
+SETTINGS = {"fusion": "", "classic": "--xla_cpu_use_fusion_emitters=false",
+            "classic-o1": "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=1"}
 
 
 def _env(flags: str) -> dict:
@@ -54,13 +57,20 @@ def games_digest(agent: str, flags: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", default="greedy,wma,bayes")
+    parser.add_argument("--settings", default=",".join(SETTINGS),
+                        help=f"comma-separated, from {', '.join(SETTINGS)}")
     parser.add_argument("--games", type=int, default=540)
     parser.add_argument("--out", default=str(provenance.ROOT / "benchmarks" / "results"))
     args = parser.parse_args(argv)
+    settings = args.settings.split(",")
+    unknown = [name for name in settings if name not in SETTINGS]
+    if unknown:
+        parser.error(f"unknown setting {unknown[0]!r} (choose from {', '.join(SETTINGS)})")
     out = Path(args.out) / "cpu-emitters.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     for agent in args.agents.split(","):
-        for setting, flags in SETTINGS.items():
+        for setting in settings:
+            flags = SETTINGS[setting]
             figures = bench(agent, args.games, flags)
             row = {"agent": agent, "emitters": setting, "xla_flags": flags, "games": args.games,
                    "compile_seconds": figures["compile_seconds"],
