@@ -3,10 +3,10 @@
 `XLA_FLAGS=--xla_cpu_use_fusion_emitters=false` makes XLA's CPU backend generate code with its
 classic emitters; `classic-o1` also lowers LLVM's optimisation level from 2 to 1
 (`--xla_backend_optimization_level=1`, what the test suite compiles with). For each agent and
-setting, `bsjax bench` runs in a fresh process with XLA's
-persistent cache off (so every program compiles): compile seconds, steady-state seconds and
-games/s, and a digest of the games (identical games give identical digests). Appends one JSON
-line per point to OUT/cpu-emitters.jsonl.
+setting, `bsjax bench` runs in a fresh process with XLA's persistent cache off (so every
+program compiles): compile seconds, steady-state seconds and games/s, and a digest of the games
+(identical games give identical digests). Appends one JSON line per point to
+OUT/cpu-emitters.jsonl.
 
     .venv/bin/python benchmarks/cpu_emitters.py --games 540
 """
