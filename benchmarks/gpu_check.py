@@ -77,8 +77,8 @@ def compile_point(cfg: RunConfig, games: int, target: str, sources: bool,
     deadline = time.monotonic() + timeout_s
     try:
         while True:
-            try:
-                return queue.get(timeout=1.0)
+            try:   # polled at least once a second, and at the deadline, not up to 1 s past it
+                return queue.get(timeout=max(0.01, min(1.0, deadline - time.monotonic())))
             except queue_lib.Empty:
                 if not child.is_alive() and queue.empty():
                     error = f"the compiling process exited with code {child.exitcode}"

@@ -62,6 +62,45 @@ def test_an_l4_batch_returns_to_the_host_only_when_a_gate_opens():
     assert result.dispatches - 1 <= request_turns <= result.dispatches
 
 
+def test_a_turn_played_in_steps_plays_the_same_games():
+    """A turn played in slices of the batch, one after another (a TPU's turn, `steps`), plays
+    the games of the one-slice turn: an L4 agent, whose packed state, requests and returns to
+    the host cross the slices, with the games of each slice interleaved."""
+    cfg, player, games = _setup(agent="mra-llm", tau=1.0, llm="uniform")
+    results = []
+    for steps in (1, 2):
+        reviser, _ = llm_setup.make_llm_hosts(cfg, player)
+        runner = BatchRunner(player, len(games), reviser, steps=steps, reuse=False)
+        assert runner.steps == steps
+        results.append(runner.play(games, cfg.run_seed))
+    whole, stepped = results
+    assert whole.dispatches > 1 and stepped.dispatches == whole.dispatches
+    for name in ("shots", "hits", "questions", "turns", "won", "llm_calls"):
+        np.testing.assert_array_equal(getattr(stepped, name), getattr(whole, name), err_msg=name)
+    jax.tree.map(np.testing.assert_array_equal, stepped.records, whole.records)
+    with pytest.raises(ValueError, match="positive divisor of the 4 games"):
+        BatchRunner(player, len(games), steps=3)
+
+
+@given(st.integers(1, 200_000))
+@settings(max_examples=300, deadline=None)
+def test_a_tpu_turn_steps_through_at_most_its_step_of_games(games_per_device):
+    from bsjax.battleship.harness.play import TPU_GAMES_PER_STEP, step_multiple, steps_per_turn
+    for platform in ("cpu", "gpu"):
+        assert step_multiple(games_per_device, platform) == games_per_device
+        assert steps_per_turn(games_per_device, platform) == 1
+    padded = step_multiple(games_per_device, "tpu")
+    steps = steps_per_turn(padded, "tpu")
+    assert padded % steps == 0 and padded // steps <= TPU_GAMES_PER_STEP
+    assert steps == -(-games_per_device // TPU_GAMES_PER_STEP)     # the fewest steps
+    assert games_per_device <= padded < games_per_device + steps    # padding under one a step
+    # A count with no divisor near the fewest steps (a prime) is played in one step, not in
+    # steps of one game.
+    if games_per_device > TPU_GAMES_PER_STEP and steps_per_turn(games_per_device, "tpu") > 1:
+        assert games_per_device % steps_per_turn(games_per_device, "tpu") == 0
+    assert steps_per_turn(1_000_003, "tpu") == 1
+
+
 def test_play_refuses_agents_that_need_the_host():
     cfg, player, games = _setup(agent="mra-llm", tau=1.0, llm="uniform")
     keys = game_keys(0, np.zeros(1, np.int64), np.zeros(1, np.int64))

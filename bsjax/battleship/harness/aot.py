@@ -22,7 +22,13 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 
-from bsjax.battleship.harness.play import compiler_options, play_turns, record_shapes
+from bsjax.battleship.harness.play import (
+    compiler_options,
+    play_turns,
+    record_shapes,
+    step_multiple,
+    steps_per_turn,
+)
 from bsjax.battleship.harness.player import Player
 from bsjax.core import hlo
 
@@ -91,7 +97,10 @@ def compile_turn_loop(player: Player, games: int, target: str = "h100",
             player, sampler=dataclasses.replace(player.sampler, mh_kernel="lowering"))
     grid = mesh(target)
     devices = grid.devices.size
-    games = -(-games // devices) * devices
+    platform = grid.devices.flat[0].platform
+    per_device = step_multiple(-(-games // devices), platform)
+    games = per_device * devices
+    steps = steps_per_turn(per_device, platform)
     shard = NamedSharding(grid, PartitionSpec("games"))
     one = NamedSharding(grid, PartitionSpec())
     key = jax.random.key(0)
@@ -107,7 +116,7 @@ def compile_turn_loop(player: Player, games: int, target: str = "h100",
     real = jax.ShapeDtypeStruct((games,), jnp.bool_, sharding=shard)
     turn = jax.ShapeDtypeStruct((), jnp.int32, sharding=one)
     jax.clear_caches()
-    loop = jax.jit(functools.partial(play_turns, player), donate_argnums=(4,),
+    loop = jax.jit(functools.partial(play_turns, player, steps=steps), donate_argnums=(4,),
                    out_shardings=(shard, shard, shard, one, shard),
                    compiler_options=compiler_options())
     lowered = loop.lower(keys, params, states, carries, buffer, turn, real)
@@ -120,7 +129,7 @@ def compile_turn_loop(player: Player, games: int, target: str = "h100",
     used = (memory.argument_size_in_bytes + memory.output_size_in_bytes
             + memory.temp_size_in_bytes - memory.alias_size_in_bytes)
     gpu = target == "h100"  # a TPU runs one program per step: it has no kernels to launch
-    return {"target": target, "devices": devices, "games": games,
+    return {"target": target, "devices": devices, "games": games, "steps_per_turn": steps,
             "compile_seconds": round(seconds, 3),
             "launches_per_turn": counts["outer_per_iteration"] if gpu else None,
             # A TPU's loops do not state their trip counts: GPU only.

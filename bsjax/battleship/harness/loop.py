@@ -31,6 +31,8 @@ from bsjax.battleship.harness.play import (
     play_turns,
     record_shapes,
     records_by_turn,
+    step_multiple,
+    steps_per_turn,
 )
 from bsjax.battleship.harness.player import Player
 from bsjax.battleship.types import Action
@@ -72,14 +74,27 @@ class BatchRunner:
 
     With several devices the batch is sharded over games (`game_sharding`): games never talk to
     each other, so each device plays its slice and the results equal a one-device run.
+    `steps` splits each turn into that many slices of games played one after another (the same
+    games; `play.play_turns`); by default 1, and on a TPU slices of at most
+    `play.TPU_GAMES_PER_STEP` games a chip, whose compile time grows with the games it holds.
     """
 
     def __init__(self, player: Player, batch_size: int, reviser=None, captain=None,
-                 devices: int | None = None, reuse: bool = True):
+                 devices: int | None = None, reuse: bool = True, steps: int | None = None):
         self.player = player
         self.sharding = game_sharding(devices)
         n_devices = self.sharding.num_devices if self.sharding is not None else 1
-        self.batch_size = -(-batch_size // n_devices) * n_devices  # whole slices per device
+        platform = (self.sharding.mesh.devices.flat[0] if self.sharding is not None
+                    else jax.local_devices()[0]).platform
+        per_device = -(-batch_size // n_devices)  # whole slices per device
+        if steps is None:
+            per_device = step_multiple(per_device, platform)
+            steps = steps_per_turn(per_device, platform)
+        elif steps < 1 or per_device % steps:
+            raise ValueError(f"steps must be a positive divisor of the {per_device} games a "
+                             f"device holds, got {steps}")
+        self.batch_size = per_device * n_devices
+        self.steps = steps
         self.reviser = reviser  # L4: answers LLM revision requests between turns
         self.captain = captain  # host-deciding captains (LM-only): a `llm_host.CaptainHost`
         # Reuse another runner's executables for the same player and batch (`_COMPILED`); off
@@ -92,7 +107,8 @@ class BatchRunner:
         self._init = BatchInit(player, self.sharding, reuse)
         # Turns run in the graph until a game needs the host (`play.play_turns`); the buffer of
         # records is donated, so each segment writes in place.
-        self._turns = jax.jit(functools.partial(play_turns, player), donate_argnums=(4,),
+        self._turns = jax.jit(functools.partial(play_turns, player, steps=steps),
+                              donate_argnums=(4,),
                               compiler_options=compiler_options(), **self._shardings())
         self._act = jit(jax.vmap(player.act_one))
         self._fold = _fold_keys(self.sharding)
@@ -164,7 +180,7 @@ class BatchRunner:
         that change a trace (float64, the compiler options)."""
         avals = tuple((x.shape, str(x.dtype))
                       for x in jax.tree.leaves((keys, params, truths, seeds)))
-        return (self.player, self.sharding, self.captain is not None,
+        return (self.player, self.sharding, self.steps, self.captain is not None,
                 jax.tree.structure(params), avals, bool(jax.config.jax_enable_x64),
                 tuple(sorted(compiler_options().items())))
 

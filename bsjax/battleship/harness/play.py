@@ -86,9 +86,47 @@ def record_buffer(player, keys: jax.Array, params, states: GameState, carries) -
 # The fewest fields of an agent state that `play_turns` carries packed into words.
 PACKED_STATE_FIELDS = 8
 
+# A TPU's compiled turn grows with the games a chip holds, and its compile time with it (at 4,096
+# games a chip, 34 s for greedy and 76 s for the look-ahead on an 8-core-second CPU budget): there a
+# turn plays a chip's games in steps of at most this many, one compiled step looped over.
+TPU_GAMES_PER_STEP = 1024
+
+
+def steps_per_turn(games_per_device: int, platform: str) -> int:
+    """The steps a turn plays a device's games in (`play_turns(steps=...)`): 1 except on a TPU
+    holding more than `TPU_GAMES_PER_STEP` games a chip, where the fewest steps of at most that
+    many games that divide the chip's games evenly (1 where no count up to twice the fewest
+    does: `step_multiple` pads a batch so that one does)."""
+    if platform != "tpu" or games_per_device <= TPU_GAMES_PER_STEP:
+        return 1
+    fewest = -(-games_per_device // TPU_GAMES_PER_STEP)
+    return next((steps for steps in range(fewest, 2 * fewest + 1)
+                 if games_per_device % steps == 0), 1)
+
+
+def step_multiple(games_per_device: int, platform: str) -> int:
+    """`games_per_device` rounded up so that `steps_per_turn` splits it into its fewest steps."""
+    if platform != "tpu" or games_per_device <= TPU_GAMES_PER_STEP:
+        return games_per_device
+    fewest = -(-games_per_device // TPU_GAMES_PER_STEP)
+    return -(-games_per_device // fewest) * fewest
+
+
+def _in_steps(steps: int, games: int):
+    """(split, merge): a games-first leaf `[G, ...]` as `[steps, G / steps, ...]` and back, step
+    s holding games s, s + steps, s + 2·steps, ... so that each device's block of games stays
+    on the device (for `steps` dividing the games of a device)."""
+    def split(x):
+        return jnp.moveaxis(x.reshape(games // steps, steps, *x.shape[1:]), 1, 0)
+
+    def merge(x):
+        return jnp.moveaxis(x, 0, 1).reshape(games, *x.shape[2:])
+
+    return split, merge
+
 
 def play_turns(player, keys: jax.Array, params, states: GameState, carries, buffer: TurnRecord,
-               turn: jax.Array, real: jax.Array, stop_on_request: bool = True):
+               turn: jax.Array, real: jax.Array, stop_on_request: bool = True, steps: int = 1):
     """Play turns from `turn` until every game is done, the turn limit, or (with
     `stop_on_request`) a turn on which a real game raised `llm_request`.
 
@@ -99,11 +137,17 @@ def play_turns(player, keys: jax.Array, params, states: GameState, carries, buff
       buffer: the records so far, each leaf `[G, T, ...]`; turn t is written at `[:, t]`.
       turn: `[]` int32 the next turn to play.
       real: `[G]` bool false for padding copies, whose requests never stop the loop.
+      steps: a turn plays the games in this many slices of G / steps, one after another, with
+        one compiled turn of G / steps games (`steps_per_turn`); the same games (each game's
+        turn is its own), smaller programs and temporaries.
 
     Returns:
       (states, carries, buffer, turn, requests): turn is one past the last turn played;
       requests `[G]` bool the real games that asked for the host on that turn.
     """
+    games = real.shape[0]
+    if games % steps:
+        raise ValueError(f"{games} games do not split into {steps} steps")
     turn_fn = functools.partial(_replay, batch_turn(player))
     max_turns = player.config.max_turns
 
@@ -115,11 +159,11 @@ def play_turns(player, keys: jax.Array, params, states: GameState, carries, buff
         # Both tests as one reduction (each was a kernel, two at large batches, where a GPU
         # reduces a long vector in two passes): 2 where a game asks for the host, else 1 where
         # it still plays. Going on is "some game plays and none asks".
-        state = jnp.max(jnp.where(requests, 2, (~states.done).astype(jnp.int32)))
-        return (turn < max_turns) & (state == 1)
+        return (turn < max_turns) & (_asks_or_plays(states, requests) == 1)
 
     def in_condition(states, turn, requests):
-        return (turn < max_turns) & ~jnp.all(states.done) & ~jnp.any(requests)
+        # One reduction, so one all-reduce between the chips a turn, not one per test.
+        return (turn < max_turns) & (_asks_or_plays(states, requests) == 1)
 
     # A TPU has no launches to save, and its compiler stalled (minutes, growing with the batch)
     # on the test computed in the body: wma-reflective beyond 256 games a chip with the one
@@ -134,16 +178,46 @@ def play_turns(player, keys: jax.Array, params, states: GameState, carries, buff
                                           tpu=lambda s, t, r, _: in_condition(s, t, r),
                                           default=lambda *args: args[-1])
 
-    def body(carry):
-        states, (belief, agent_words), words, turn, _, _ = carry
+    def play(keys, params, states, belief, agent_words, turn, real):
+        """One turn of these games: states, belief, agent words, packed record, requests."""
         states, (belief, agent_state), record = turn_fn(
             turn_keys(keys, turn), params, states, (belief, unpack_agent(agent_words)))
-        carries = (belief, pack_agent(agent_state))
-        # One write per turn, not one per field; a dynamic update (turn < max_turns ≤ T), not a
-        # scatter, whose bounds test became a kernel of its own at large batches.
-        words = jax.lax.dynamic_update_index_in_dim(words, pack(record), turn, axis=1)
-        requests = record.llm_request & real
-        return states, carries, words, turn + 1, requests, going(states, turn + 1, requests)
+        return (states, belief, pack_agent(agent_state), pack(record),
+                record.llm_request & real)
+
+    def body(carry):
+        states, (belief, agent_words), words, turn, _, _ = carry
+        if steps == 1:
+            states, belief, agent_words, record, requests = play(
+                keys, params, states, belief, agent_words, turn, real)
+            # One write per turn, not one per field; a dynamic update (turn < max_turns ≤ T),
+            # not a scatter, whose bounds test became a kernel of its own at large batches.
+            words = jax.lax.dynamic_update_index_in_dim(words, record, turn, axis=1)
+        else:
+            states, belief, agent_words, words, requests = jax.lax.fori_loop(
+                0, steps, functools.partial(one_step, turn),
+                (states, belief, agent_words, words, jnp.zeros_like(real)))
+        return (states, (belief, agent_words), words, turn + 1, requests,
+                going(states, turn + 1, requests))
+
+    def one_step(turn, step, carry):
+        """The turn of step `step`'s games, written back in place (each leaf `[steps, ...]`)."""
+        states, belief, agent_words, words, requests = carry
+        take = functools.partial(jax.tree.map,
+                                 lambda x: jax.lax.dynamic_index_in_dim(x, step, keepdims=False))
+
+        def put(whole, part):
+            return jax.tree.map(
+                lambda x, y: jax.lax.dynamic_update_index_in_dim(x, y, step, 0), whole, part)
+
+        new_states, new_belief, new_words, record, asks = play(
+            take(keys), take(params), take(states), take(belief), take(agent_words), turn,
+            take(real))
+        words = jax.tree.map(
+            lambda w, r: jax.lax.dynamic_update_slice(
+                w, r[None, :, None], (step, 0, turn) + (0,) * (r.ndim - 1)), words, record)
+        return (put(states, new_states), put(belief, new_belief), put(agent_words, new_words),
+                words, put(requests, asks))
 
     pack, unpack = record_packing(buffer)
     # An agent state of many fields crosses turns as one array of words: on a GPU, keeping a
@@ -154,13 +228,24 @@ def play_turns(player, keys: jax.Array, params, states: GameState, carries, buff
     pack_agent, unpack_agent = ((lambda x: x), (lambda x: x))
     if len(jax.tree.leaves(agent_state)) >= PACKED_STATE_FIELDS:
         pack_agent, unpack_agent = word_packing(agent_state, lead=1)
+    split, merge = (_in_steps(steps, games) if steps > 1
+                    else ((lambda x: x), (lambda x: x)))
+    keys, params, states, belief, agent_words, words, real = jax.tree.map(
+        split, (keys, params, states, belief, pack_agent(agent_state), pack(buffer), real))
     turn = jnp.asarray(turn, jnp.int32)
     requests = jnp.zeros_like(real)
-    start = (states, (belief, pack_agent(agent_state)), pack(buffer), turn, requests,
+    start = (states, (belief, agent_words), words, turn, requests,
              going(states, turn, requests))
     states, (belief, agent_words), words, turn, requests, _ = jax.lax.while_loop(
         condition, body, start)
+    states, belief, agent_words, words, requests = jax.tree.map(
+        merge, (states, belief, agent_words, words, requests))
     return states, (belief, unpack_agent(agent_words)), unpack(words), turn, requests
+
+
+def _asks_or_plays(states: GameState, requests: jax.Array) -> jax.Array:
+    """`[]` int32: 2 where a game asks for the host, else 1 where a game still plays, else 0."""
+    return jnp.max(jnp.where(requests, 2, (~states.done).astype(jnp.int32)))
 
 
 def record_packing(buffer: TurnRecord):
@@ -250,13 +335,14 @@ def _compiled(player):
     def turns(key, params, states, carries):
         buffer = record_buffer(player, key, params, states, carries)
         real = jnp.ones(key.shape[0], bool)
+        steps = steps_per_turn(key.shape[0], jax.default_backend())
         states, _, buffer, turn, _ = play_turns(player, key, params, states, carries, buffer, 0,
-                                                real, stop_on_request=False)
+                                                real, stop_on_request=False, steps=steps)
         return states, buffer, turn
 
     return jax.jit(jax.vmap(player.init_one)), jax.jit(turns, compiler_options=compiler_options())
 
 
-__all__ = ["AUTOTUNE_VARIABLE", "compiler_options", "empty_records", "play_batch", "play_turns",
-           "record_buffer", "record_packing", "record_shapes", "records_by_turn", "turn_keys",
-           "word_packing"]
+__all__ = ["AUTOTUNE_VARIABLE", "TPU_GAMES_PER_STEP", "compiler_options", "empty_records",
+           "play_batch", "play_turns", "record_buffer", "record_packing", "record_shapes",
+           "records_by_turn", "step_multiple", "steps_per_turn", "turn_keys", "word_packing"]
