@@ -43,9 +43,9 @@ def build_parser() -> checks.ArgumentParser:
 
 def _check_environment() -> None:
     """The environment variables bsjax reads, checked before anything runs or is written."""
-    from bsjax.battleship.harness.play import compiler_options
+    from bsjax.battleship.harness.play import compiler_options, tpu_games_per_step
     from bsjax.core.llm.backends import llm_threads
-    for check in (compiler_options, llm_threads):
+    for check in (compiler_options, tpu_games_per_step, llm_threads):
         try:
             check()
         except ValueError as err:

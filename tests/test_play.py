@@ -82,23 +82,31 @@ def test_a_turn_played_in_steps_plays_the_same_games():
         BatchRunner(player, len(games), steps=3)
 
 
-@given(st.integers(1, 200_000))
+@given(st.integers(1, 200_000), st.sampled_from([None, "1", "100", "1024"]))
 @settings(max_examples=300, deadline=None)
-def test_a_tpu_turn_steps_through_at_most_its_step_of_games(games_per_device):
-    from bsjax.battleship.harness.play import TPU_GAMES_PER_STEP, step_multiple, steps_per_turn
-    for platform in ("cpu", "gpu"):
-        assert step_multiple(games_per_device, platform) == games_per_device
-        assert steps_per_turn(games_per_device, platform) == 1
-    padded = step_multiple(games_per_device, "tpu")
-    steps = steps_per_turn(padded, "tpu")
-    assert padded % steps == 0 and padded // steps <= TPU_GAMES_PER_STEP
-    assert steps == -(-games_per_device // TPU_GAMES_PER_STEP)     # the fewest steps
-    assert games_per_device <= padded < games_per_device + steps    # padding under one a step
-    # A count with no divisor near the fewest steps (a prime) is played in one step, not in
-    # steps of one game.
-    if games_per_device > TPU_GAMES_PER_STEP and steps_per_turn(games_per_device, "tpu") > 1:
-        assert games_per_device % steps_per_turn(games_per_device, "tpu") == 0
-    assert steps_per_turn(1_000_003, "tpu") == 1
+def test_a_tpu_turn_steps_through_at_most_its_step_of_games(games_per_device, step_setting):
+    from bsjax.battleship.harness import play
+    env = {} if step_setting is None else {play.STEP_VARIABLE: step_setting}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv(play.STEP_VARIABLE, raising=False)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        most = play.tpu_games_per_step()
+        assert most == (play.TPU_GAMES_PER_STEP if step_setting is None else int(step_setting))
+        for platform in ("cpu", "gpu"):
+            assert play.step_multiple(games_per_device, platform) == games_per_device
+            assert play.steps_per_turn(games_per_device, platform) == 1
+        padded = play.step_multiple(games_per_device, "tpu")
+        steps = play.steps_per_turn(padded, "tpu")
+        assert padded % steps == 0 and padded // steps <= most
+        assert steps == -(-games_per_device // most)                   # the fewest steps
+        assert games_per_device <= padded < games_per_device + steps   # under one game a step
+        # Unpadded, a count is played in steps that divide it, or in one step where none near
+        # the fewest does (a prime), never in steps of a game.
+        unpadded = play.steps_per_turn(games_per_device, "tpu")
+        assert games_per_device % unpadded == 0 and unpadded <= 2 * steps
+        if most > 1:   # (steps of one game are what a setting of 1 asks for)
+            assert play.steps_per_turn(1_000_003, "tpu") == 1
 
 
 def test_play_refuses_agents_that_need_the_host():

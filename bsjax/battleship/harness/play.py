@@ -86,29 +86,42 @@ def record_buffer(player, keys: jax.Array, params, states: GameState, carries) -
 # The fewest fields of an agent state that `play_turns` carries packed into words.
 PACKED_STATE_FIELDS = 8
 
-# A TPU's compiled turn grows with the games a chip holds, and its compile time with it (at 4,096
-# games a chip, 34 s for greedy and 76 s for the look-ahead on an 8-core-second CPU budget): there a
-# turn plays a chip's games in steps of at most this many, one compiled step looped over.
-TPU_GAMES_PER_STEP = 1024
+STEP_VARIABLE = "BSJAX_TPU_GAMES_PER_STEP"
+# A TPU's compiled turn grows with the games a chip holds, and its compile time with it: at 4,096
+# games a chip the look-ahead compiled in 76 s, MRA in 51 s. A turn there plays a chip's games in
+# steps of at most this many, one compiled step looped over (22 s and 20 s at 256 a step).
+TPU_GAMES_PER_STEP = 256
+
+
+def tpu_games_per_step() -> int:
+    """The most games of a chip one step of a TPU turn plays: `BSJAX_TPU_GAMES_PER_STEP`, by
+    default `TPU_GAMES_PER_STEP`. Larger steps compile more slowly; how fast each runs is
+    not measured (docs/throughput.md)."""
+    value = os.environ.get(STEP_VARIABLE, str(TPU_GAMES_PER_STEP))
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{STEP_VARIABLE} must be a positive whole number of games (got {value!r})")
+    return int(value)
 
 
 def steps_per_turn(games_per_device: int, platform: str) -> int:
     """The steps a turn plays a device's games in (`play_turns(steps=...)`): 1 except on a TPU
-    holding more than `TPU_GAMES_PER_STEP` games a chip, where the fewest steps of at most that
-    many games that divide the chip's games evenly (1 where no count up to twice the fewest
-    does: `step_multiple` pads a batch so that one does)."""
-    if platform != "tpu" or games_per_device <= TPU_GAMES_PER_STEP:
+    holding more than `tpu_games_per_step()` games a chip, where the fewest steps of at most
+    that many games that divide the chip's games evenly (1 where no count up to twice the
+    fewest does: `step_multiple` pads a batch so that one does)."""
+    most = tpu_games_per_step()
+    if platform != "tpu" or games_per_device <= most:
         return 1
-    fewest = -(-games_per_device // TPU_GAMES_PER_STEP)
+    fewest = -(-games_per_device // most)
     return next((steps for steps in range(fewest, 2 * fewest + 1)
                  if games_per_device % steps == 0), 1)
 
 
 def step_multiple(games_per_device: int, platform: str) -> int:
     """`games_per_device` rounded up so that `steps_per_turn` splits it into its fewest steps."""
-    if platform != "tpu" or games_per_device <= TPU_GAMES_PER_STEP:
+    most = tpu_games_per_step()
+    if platform != "tpu" or games_per_device <= most:
         return games_per_device
-    fewest = -(-games_per_device // TPU_GAMES_PER_STEP)
+    fewest = -(-games_per_device // most)
     return -(-games_per_device // fewest) * fewest
 
 
@@ -343,6 +356,7 @@ def _compiled(player):
     return jax.jit(jax.vmap(player.init_one)), jax.jit(turns, compiler_options=compiler_options())
 
 
-__all__ = ["AUTOTUNE_VARIABLE", "TPU_GAMES_PER_STEP", "compiler_options", "empty_records",
-           "play_batch", "play_turns", "record_buffer", "record_packing", "record_shapes",
-           "records_by_turn", "step_multiple", "steps_per_turn", "turn_keys", "word_packing"]
+__all__ = ["AUTOTUNE_VARIABLE", "STEP_VARIABLE", "TPU_GAMES_PER_STEP", "compiler_options",
+           "empty_records", "play_batch", "play_turns", "record_buffer", "record_packing",
+           "record_shapes", "records_by_turn", "step_multiple", "steps_per_turn",
+           "tpu_games_per_step", "turn_keys", "word_packing"]
