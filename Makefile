@@ -77,7 +77,7 @@ gpu-check: $(AOT_STAMP)
 
 tpu-check: $(TPU_STAMP)
 	JAX_PLATFORMS=cpu $(TPU_VENV)/bin/python benchmarks/gpu_check.py --target tpu-v5e-2x2 \
-		--samplers particles --games 4096,16384 --out benchmarks/results/tpu-v5e-aot.jsonl
+		--samplers particles --games 4096,16384,65536 --out benchmarks/results/tpu-v5e-aot.jsonl
 
 gpu-bench: $(GPU_STAMP)
 	$(GPU_VENV)/bin/python benchmarks/gpu_bench.py --budget-s 420
