@@ -1,6 +1,6 @@
 """The kernel-launch counter (`bsjax.core.hlo`) on programs whose launches are known, and the
 deviceless H100 compile of a turn loop when the compiler plugin is installed (`make gpu-check`;
-skipped otherwise)."""
+skipped otherwise), and the TPU's when libtpu is (`make tpu-check`)."""
 
 from __future__ import annotations
 
@@ -174,3 +174,30 @@ def test_turns_stay_within_their_launch_budgets_on_an_h100(games):
     launches = _launches_on_an_h100(sorted(LAUNCH_BUDGETS), games)
     assert all(launches[a][0] <= LAUNCH_BUDGETS[a] for a in LAUNCH_BUDGETS), launches
     assert all(launches[a][1] == 0 for a in LAUNCH_BUDGETS), launches
+
+
+@pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
+                    reason="libtpu is not installed (make tpu-check)")
+def test_a_tpu_turn_loop_plays_a_chips_games_in_steps_with_one_all_reduce():
+    # 2,048 games on four chips are 512 a chip: two steps of 256, and the loop's two tests
+    # (every game done, a game asking for the host) are one all-reduce a turn, for an agent
+    # that never asks (greedy) as for one that does (MRA-LLM).
+    import json
+    import subprocess
+    import sys
+    code = ("import os, json; os.environ['JAX_PLATFORMS'] = 'cpu'\n"
+            "os.environ.pop('BSJAX_TPU_GAMES_PER_STEP', None)\n"
+            "from bsjax.battleship.harness import aot, run_config\n"
+            "out = {}\n"
+            "for agent in ('greedy', 'mra-llm'):\n"
+            "    cfg = run_config.RunConfig(agent=agent, particles=32, llm='uniform')\n"
+            "    player = run_config.make_player(cfg, run_config.validate(cfg)[0])\n"
+            "    out[agent] = aot.compile_turn_loop(player, 2048, 'tpu-v5e-2x2')\n"
+            "print(json.dumps(out))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    reports = json.loads(done.stdout.strip().splitlines()[-1])
+    for report in reports.values():
+        assert report["games"] == 2048 and report["steps_per_turn"] == 2, report
+        assert report["collectives_per_turn"] == 1, report
