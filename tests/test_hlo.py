@@ -129,28 +129,34 @@ needs_plugin = pytest.mark.skipif(
     reason="the CUDA compiler plugin is not installed (make gpu-check)")
 
 
-def _launches_on_an_h100(agents, games: int, particles: int = 500) -> dict:
-    """{agent: (launches per game-turn, data-dependent loops per turn)} of each agent's turn
-    loop compiled for an H100, in a fresh process (JAX_PLATFORMS must be set before JAX is
-    imported)."""
+def _compile_reports(agents, games: int, target: str = "h100", particles: int = 500,
+                     **config) -> dict:
+    """{agent: `aot.compile_turn_loop`'s report} of each agent's turn loop compiled for
+    `target`, in a fresh process (JAX_PLATFORMS must be set before JAX is imported), with the
+    default TPU step."""
     import json
     import subprocess
     import sys
     code = ("import os, json; os.environ['JAX_PLATFORMS'] = 'cpu'\n"
+            "os.environ.pop('BSJAX_TPU_GAMES_PER_STEP', None)\n"
             "from bsjax.battleship.harness import aot, run_config\n"
             "out = {}\n"
             f"for agent in {list(agents)!r}:\n"
-            f"    cfg = run_config.RunConfig(agent=agent, particles={particles})\n"
+            f"    cfg = run_config.RunConfig(agent=agent, particles={particles}, **{config!r})\n"
             "    player = run_config.make_player(cfg, run_config.validate(cfg)[0])\n"
-            f"    report = aot.compile_turn_loop(player, {games})\n"
-            "    assert report['kib_per_game'] > 0, report\n"
-            "    out[agent] = (report['launches_per_turn'],\n"
-            "                  report['data_dependent_loops_per_turn'])\n"
+            f"    out[agent] = aot.compile_turn_loop(player, {games}, {target!r})\n"
+            "    assert out[agent]['kib_per_game'] > 0, out[agent]\n"
             "print(json.dumps(out))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _launches_on_an_h100(agents, games: int, particles: int = 500) -> dict:
+    """{agent: (launches per game-turn, data-dependent loops per turn)} on the H100 target."""
+    return {agent: (report["launches_per_turn"], report["data_dependent_loops_per_turn"])
+            for agent, report in _compile_reports(agents, games, particles=particles).items()}
 
 
 @needs_plugin
@@ -182,22 +188,8 @@ def test_a_tpu_turn_loop_plays_a_chips_games_in_steps_with_one_all_reduce():
     # 2,048 games on four chips are 512 a chip: two steps of 256, and the loop's two tests
     # (every game done, a game asking for the host) are one all-reduce a turn, for an agent
     # that never asks (greedy) as for one that does (MRA-LLM).
-    import json
-    import subprocess
-    import sys
-    code = ("import os, json; os.environ['JAX_PLATFORMS'] = 'cpu'\n"
-            "os.environ.pop('BSJAX_TPU_GAMES_PER_STEP', None)\n"
-            "from bsjax.battleship.harness import aot, run_config\n"
-            "out = {}\n"
-            "for agent in ('greedy', 'mra-llm'):\n"
-            "    cfg = run_config.RunConfig(agent=agent, particles=32, llm='uniform')\n"
-            "    player = run_config.make_player(cfg, run_config.validate(cfg)[0])\n"
-            "    out[agent] = aot.compile_turn_loop(player, 2048, 'tpu-v5e-2x2')\n"
-            "print(json.dumps(out))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=900)
-    assert done.returncode == 0, done.stderr[-2000:]
-    reports = json.loads(done.stdout.strip().splitlines()[-1])
+    reports = _compile_reports(["greedy", "mra-llm"], 2048, "tpu-v5e-2x2", particles=32,
+                               llm="uniform")
     for report in reports.values():
         assert report["games"] == 2048 and report["steps_per_turn"] == 2, report
         assert report["collectives_per_turn"] == 1, report
