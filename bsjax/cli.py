@@ -7,6 +7,7 @@ exit code 2.
 
 from __future__ import annotations
 
+import functools
 import sys
 
 from bsjax.core import checks
@@ -43,9 +44,9 @@ def build_parser() -> checks.ArgumentParser:
 
 def _check_environment() -> None:
     """The environment variables bsjax reads, checked before anything runs or is written."""
-    from bsjax.battleship.harness.play import compiler_options, tpu_games_per_step
+    from bsjax.battleship.harness.play import compiler_options, games_per_step
     from bsjax.core.llm.backends import llm_threads
-    for check in (compiler_options, tpu_games_per_step, llm_threads):
+    for check in (compiler_options, functools.partial(games_per_step, "tpu"), llm_threads):
         try:
             check()
         except ValueError as err:

@@ -351,8 +351,8 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(name, tmp_path, monk
 @pytest.mark.parametrize("variable,value", [("BSJAX_LLM_THREADS", "0"),
                                             ("BSJAX_LLM_THREADS", "two"),
                                             ("BSJAX_GPU_AUTOTUNE_LEVEL", "fast"),
-                                            ("BSJAX_TPU_GAMES_PER_STEP", "0"),
-                                            ("BSJAX_TPU_GAMES_PER_STEP", "1e3")])
+                                            ("BSJAX_GAMES_PER_STEP", "0"),
+                                            ("BSJAX_GAMES_PER_STEP", "1e3")])
 def test_a_bad_environment_variable_exits_2_and_writes_nothing(variable, value, tmp_path,
                                                                  monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)

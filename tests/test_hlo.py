@@ -138,7 +138,7 @@ def _compile_reports(agents, games: int, target: str = "h100", particles: int = 
     import subprocess
     import sys
     code = ("import os, json; os.environ['JAX_PLATFORMS'] = 'cpu'\n"
-            "os.environ.pop('BSJAX_TPU_GAMES_PER_STEP', None)\n"
+            "os.environ.pop('BSJAX_GAMES_PER_STEP', None)\n"
             "from bsjax.battleship.harness import aot, run_config\n"
             "out = {}\n"
             f"for agent in {list(agents)!r}:\n"

@@ -80,33 +80,42 @@ def test_a_turn_played_in_steps_plays_the_same_games():
     jax.tree.map(np.testing.assert_array_equal, stepped.records, whole.records)
     with pytest.raises(ValueError, match="positive divisor of the 4 games"):
         BatchRunner(player, len(games), steps=3)
+    # BSJAX_GAMES_PER_STEP steps a turn on any platform: 5 games in steps of at most 2 are
+    # padded to 6, three steps of 2.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BSJAX_GAMES_PER_STEP", "2")
+        runner = BatchRunner(player, 5)
+        assert (runner.batch_size, runner.steps) == (6, 3)
 
 
 @given(st.integers(1, 200_000), st.sampled_from([None, "1", "100", "1024"]))
 @settings(max_examples=300, deadline=None)
-def test_a_tpu_turn_steps_through_at_most_its_step_of_games(games_per_device, step_setting):
+def test_a_turn_steps_through_at_most_its_step_of_games(games_per_device, step_setting):
     from bsjax.battleship.harness import play
-    env = {} if step_setting is None else {play.STEP_VARIABLE: step_setting}
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv(play.STEP_VARIABLE, raising=False)
-        for name, value in env.items():
-            patch.setenv(name, value)
-        most = play.tpu_games_per_step()
-        assert most == (play.TPU_GAMES_PER_STEP if step_setting is None else int(step_setting))
-        for platform in ("cpu", "gpu"):
-            assert play.step_multiple(games_per_device, platform) == games_per_device
-            assert play.steps_per_turn(games_per_device, platform) == 1
-        padded = play.step_multiple(games_per_device, "tpu")
-        steps = play.steps_per_turn(padded, "tpu")
-        assert padded % steps == 0 and padded // steps <= most
-        assert steps == -(-games_per_device // most)                   # the fewest steps
-        assert games_per_device <= padded < games_per_device + steps   # under one game a step
-        # Unpadded, a count is played in steps that divide it, or in one step where none near
-        # the fewest does (a prime), never in steps of a game.
-        unpadded = play.steps_per_turn(games_per_device, "tpu")
-        assert games_per_device % unpadded == 0 and unpadded <= 2 * steps
-        if most > 1:   # (steps of one game are what a setting of 1 asks for)
-            assert play.steps_per_turn(1_000_003, "tpu") == 1
+        if step_setting is not None:
+            patch.setenv(play.STEP_VARIABLE, step_setting)
+        for platform in ("cpu", "gpu", "tpu"):
+            most = play.games_per_step(platform)
+            if step_setting is None and platform != "tpu":   # unset: one step but on a TPU
+                assert most is None
+                assert play.step_multiple(games_per_device, platform) == games_per_device
+                assert play.steps_per_turn(games_per_device, platform) == 1
+                continue
+            assert most == (play.TPU_GAMES_PER_STEP if step_setting is None
+                            else int(step_setting))
+            padded = play.step_multiple(games_per_device, platform)
+            steps = play.steps_per_turn(padded, platform)
+            assert padded % steps == 0 and padded // steps <= most
+            assert steps == -(-games_per_device // most)                   # the fewest steps
+            assert games_per_device <= padded < games_per_device + steps   # under one a step
+            # Unpadded, a count is played in steps that divide it, or in one step where none
+            # near the fewest does (a prime), never in steps of a game (unless asked for).
+            unpadded = play.steps_per_turn(games_per_device, platform)
+            assert games_per_device % unpadded == 0 and unpadded <= 2 * steps
+            if most > 1:
+                assert play.steps_per_turn(1_000_003, platform) == 1
 
 
 def test_play_refuses_agents_that_need_the_host():

@@ -75,8 +75,9 @@ class BatchRunner:
     With several devices the batch is sharded over games (`game_sharding`): games never talk to
     each other, so each device plays its slice and the results equal a one-device run.
     `steps` splits each turn into that many slices of games played one after another (the same
-    games; `play.play_turns`); by default 1, and on a TPU slices of at most
-    `play.TPU_GAMES_PER_STEP` games a chip, whose compile time grows with the games it holds.
+    games; `play.play_turns`); by default slices of at most `play.games_per_step` games a
+    device: 256 on a TPU, whose compile time grows with the games a chip holds, and all of them
+    elsewhere, unless `BSJAX_GAMES_PER_STEP` says otherwise.
     """
 
     def __init__(self, player: Player, batch_size: int, reviser=None, captain=None,

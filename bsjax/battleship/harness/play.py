@@ -86,42 +86,43 @@ def record_buffer(player, keys: jax.Array, params, states: GameState, carries) -
 # The fewest fields of an agent state that `play_turns` carries packed into words.
 PACKED_STATE_FIELDS = 8
 
-STEP_VARIABLE = "BSJAX_TPU_GAMES_PER_STEP"
+STEP_VARIABLE = "BSJAX_GAMES_PER_STEP"
 # A TPU's compiled turn grows with the games a chip holds, and its compile time with it: at 4,096
 # games a chip the look-ahead compiled in 76 s, MRA in 51 s. A turn there plays a chip's games in
 # steps of at most this many, one compiled step looped over (22 s and 20 s at 256 a step).
 TPU_GAMES_PER_STEP = 256
 
 
-def tpu_games_per_step() -> int:
-    """The most games of a chip one step of a TPU turn plays: `BSJAX_TPU_GAMES_PER_STEP`, by
-    default `TPU_GAMES_PER_STEP`. Larger steps compile more slowly; how fast each runs is
-    not measured (docs/throughput.md)."""
-    value = os.environ.get(STEP_VARIABLE, str(TPU_GAMES_PER_STEP))
+def games_per_step(platform: str) -> int | None:
+    """The most games of a device one step of a turn plays on `platform`: `BSJAX_GAMES_PER_STEP`
+    where set (on every platform), else `TPU_GAMES_PER_STEP` on a TPU and no limit (None)
+    elsewhere. Larger steps compile more slowly on a TPU; smaller ones cost a GPU launches
+    (docs/throughput.md)."""
+    value = os.environ.get(STEP_VARIABLE)
+    if value is None:
+        return TPU_GAMES_PER_STEP if platform == "tpu" else None
     if not value.isdigit() or int(value) < 1:
         raise ValueError(f"{STEP_VARIABLE} must be a positive whole number of games (got {value!r})")
     return int(value)
 
 
+def _fewest_steps(games_per_device: int, platform: str) -> int:
+    most = games_per_step(platform)
+    return 1 if most is None else -(-games_per_device // most)
+
+
 def steps_per_turn(games_per_device: int, platform: str) -> int:
-    """The steps a turn plays a device's games in (`play_turns(steps=...)`): 1 except on a TPU
-    holding more than `tpu_games_per_step()` games a chip, where the fewest steps of at most
-    that many games that divide the chip's games evenly (1 where no count up to twice the
-    fewest does: `step_multiple` pads a batch so that one does)."""
-    most = tpu_games_per_step()
-    if platform != "tpu" or games_per_device <= most:
-        return 1
-    fewest = -(-games_per_device // most)
+    """The steps a turn plays a device's games in (`play_turns(steps=...)`): the fewest steps of
+    at most `games_per_step(platform)` games that divide the device's games evenly (1 where no
+    count up to twice the fewest does: `step_multiple` pads a batch so that one does)."""
+    fewest = _fewest_steps(games_per_device, platform)
     return next((steps for steps in range(fewest, 2 * fewest + 1)
                  if games_per_device % steps == 0), 1)
 
 
 def step_multiple(games_per_device: int, platform: str) -> int:
     """`games_per_device` rounded up so that `steps_per_turn` splits it into its fewest steps."""
-    most = tpu_games_per_step()
-    if platform != "tpu" or games_per_device <= most:
-        return games_per_device
-    fewest = -(-games_per_device // most)
+    fewest = _fewest_steps(games_per_device, platform)
     return -(-games_per_device // fewest) * fewest
 
 
@@ -357,6 +358,6 @@ def _compiled(player):
 
 
 __all__ = ["AUTOTUNE_VARIABLE", "STEP_VARIABLE", "TPU_GAMES_PER_STEP", "compiler_options",
-           "empty_records", "play_batch", "play_turns", "record_buffer", "record_packing",
-           "record_shapes", "records_by_turn", "step_multiple", "steps_per_turn",
-           "tpu_games_per_step", "turn_keys", "word_packing"]
+           "empty_records", "games_per_step", "play_batch", "play_turns", "record_buffer",
+           "record_packing", "record_shapes", "records_by_turn", "step_multiple",
+           "steps_per_turn", "turn_keys", "word_packing"]
