@@ -76,6 +76,7 @@ def bench(cfg: run_config.RunConfig, games: int, repeats: int = 1,
         "rng": cfg.rng, "protocol": cfg.protocol, "games": games,
         "particles": cfg.particles if sampler is not None else None,
         "batch_size": getattr(runner, "batch_size", games),  # padded to whole device slices
+        "steps_per_turn": getattr(runner, "steps", 1),        # play.games_per_step
         "device": str(jax.devices()[0]), "platform": jax.default_backend(),
         "devices": sharding.num_devices if sharding is not None else 1,
         "local_devices": jax.local_device_count(),
