@@ -6,7 +6,8 @@ that cuts the run short still leaves every point measured so far:
 
 1. greedy / particles at G = 1, 54, 4,096, 16,384, 65,536 (a single game's speed and the peak);
 2. WMA, MRA, bayes, wma-reflective and lookahead / particles at G = 54 and 65,536 (the
-   planners at scale);
+   planners at scale), and bayes at 65,536 in four steps of 16,384 games
+   (`BSJAX_GAMES_PER_STEP`; in one step its compile did not finish on one H200);
 3. the MCMC chain at G = 1 and 54 (its thousands of dependent steps per refresh);
 4. the look-ahead compiled with and without XLA's GPU autotuning (WMA at 4,096, level 0 and 4:
    compile s and games/s, see `BSJAX_GPU_AUTOTUNE_LEVEL`);
@@ -71,14 +72,15 @@ def _version(package: str) -> str | None:
 
 
 def plan(sizes: tuple[int, ...] = SIZES, peak_sizes: tuple[int, ...] = PEAK_SIZES) -> list[dict]:
-    """The points in order of priority: dicts of agent, sampler, games and autotune level
-    (None: the runner's default). Sizes not in `sizes` are left out, except the peak search."""
+    """The points in order of priority: dicts of agent, sampler, games, autotune level, MH
+    kernel and games per step (None: the runner's default). Sizes not in `sizes` are left out,
+    except the peak search."""
     small, large = [g for g in sizes if g <= 54], [g for g in sizes if g > 54]
     points: list[dict] = []
 
-    def add(agent, sampler, games, autotune=None, kernel=None):
+    def add(agent, sampler, games, autotune=None, kernel=None, step=None):
         point = {"agent": agent, "sampler": sampler, "games": games, "autotune": autotune,
-                 "mh_kernel": kernel}
+                 "mh_kernel": kernel, "step": step}
         if point not in points:
             points.append(point)
 
@@ -87,6 +89,8 @@ def plan(sizes: tuple[int, ...] = SIZES, peak_sizes: tuple[int, ...] = PEAK_SIZE
     for agent in PLANNERS:
         for g in ([max(small)] if small else []) + ([max(large)] if large else []):
             add(agent, "particles", g)
+    if large and max(large) >= 4 * 4096:
+        add("bayes", "particles", max(large), step=max(large) // 4)
     for g in small:
         add("greedy", "chain", g)
     mid = [g for g in large if g != max(large)] or large
@@ -180,8 +184,11 @@ def measure_point(point: dict, particles: int, protocol: str, stamp: dict,
     cfg = RunConfig(agent=point["agent"], sampler=sampler, particles=particles,
                     protocol=protocol, mh_kernel=kernel)
     previous = os.environ.get(play.AUTOTUNE_VARIABLE)
+    previous_step = os.environ.get(play.STEP_VARIABLE)
     if point["autotune"] is not None:
         os.environ[play.AUTOTUNE_VARIABLE] = str(point["autotune"])
+    if point.get("step") is not None:
+        os.environ[play.STEP_VARIABLE] = str(point["step"])
     try:
         validate(cfg)
         # Cheap points get three timed batches (the median is kept); large ones one.
@@ -194,13 +201,16 @@ def measure_point(point: dict, particles: int, protocol: str, stamp: dict,
                "particles": particles, "protocol": protocol, "device": str(jax.devices()[0]),
                "error": f"{type(err).__name__}: {str(err).strip().splitlines()[0][:300]}"}
     finally:
-        if previous is None:
-            os.environ.pop(play.AUTOTUNE_VARIABLE, None)
-        else:
-            os.environ[play.AUTOTUNE_VARIABLE] = previous
+        for name, value in ((play.AUTOTUNE_VARIABLE, previous),
+                            (play.STEP_VARIABLE, previous_step)):
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     row["mh_kernel"] = kernel
     row["autotune_level"] = int(os.environ.get(play.AUTOTUNE_VARIABLE, "0")
                                 if point["autotune"] is None else point["autotune"])
+    row["games_per_step"] = point.get("step")
     stats = jax.devices()[0].memory_stats() or {}
     if "peak_bytes_in_use" in stats:
         row["device_peak_gib_so_far"] = round(stats["peak_bytes_in_use"] / 2**30, 3)
@@ -337,7 +347,8 @@ def main(argv=None) -> int:
                     label = (f"[{i}/{len(points)}] {point['agent']} / {point['sampler']} "
                              f"G={point['games']}"
                              + ("" if point["autotune"] is None else f" autotune={point['autotune']}")
-                             + ("" if point["mh_kernel"] is None else f" {point['mh_kernel']}"))
+                             + ("" if point["mh_kernel"] is None else f" {point['mh_kernel']}")
+                             + ("" if point.get("step") is None else f" step={point['step']}"))
                     if point["games"] in peak and any(
                             "error" in r and r["agent"] == "greedy" for r in rows):
                         print(f"{label}: skipped (a larger greedy batch already failed)",
@@ -369,9 +380,11 @@ def main(argv=None) -> int:
     if not jsonl.is_file():
         print(f"gpu-bench: error: {jsonl} not found", file=sys.stderr)
         return 2
-    # The plot shows the defaults: XLA's own kernels (autotune 0), the MH kernel `auto` picks.
+    # The plot shows the defaults: XLA's own kernels (autotune 0), the MH kernel `auto` picks,
+    # one step a turn.
     measured = [r for r in bench.load_rows(jsonl) if "error" not in r
-                and r.get("autotune_level", 0) == 0 and r.get("mh_kernel", "auto") != "xla"]
+                and r.get("autotune_level", 0) == 0 and r.get("mh_kernel", "auto") != "xla"
+                and r.get("games_per_step") is None]
     if measured:  # titled and labelled with the device's kind ("NVIDIA H200"), not "cuda:0"
         throughput.plot([dict(r, device=r.get("device_kind", r["device"])) for r in measured], png)
         print(f"gpu-bench: {len(measured)} rows in {jsonl}; plot {png}", file=sys.stderr)

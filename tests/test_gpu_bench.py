@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -25,7 +26,7 @@ def gpu_bench():
 
 
 def _key(p):
-    return p["agent"], p["sampler"], p["games"], p["autotune"], p["mh_kernel"]
+    return p["agent"], p["sampler"], p["games"], p["autotune"], p["mh_kernel"], p["step"]
 
 
 def test_the_plan_asks_the_open_questions_first_and_covers_the_grid(gpu_bench):
@@ -33,16 +34,20 @@ def test_the_plan_asks_the_open_questions_first_and_covers_the_grid(gpu_bench):
     keys = [_key(p) for p in points]
     assert len(set(keys)) == len(keys)
     # A single game's speed and the peak first, then the planners at 54 and 65,536 games.
-    assert keys[:5] == [("greedy", "particles", g, None, None) for g in gpu_bench.SIZES]
-    planners = [(p["agent"], p["games"]) for p in points[5:5 + 2 * len(gpu_bench.PLANNERS)]]
+    assert keys[:5] == [("greedy", "particles", g, None, None, None) for g in gpu_bench.SIZES]
+    n_planners = 2 * len(gpu_bench.PLANNERS)
+    planners = [(p["agent"], p["games"]) for p in points[5:5 + n_planners]]
     assert planners == [(a, g) for a in gpu_bench.PLANNERS for g in (54, 65536)]
+    # Then bayes at 65,536 in four steps, the one stepped point.
+    assert [p for p in points if p["step"] is not None] == [points[5 + n_planners]]
+    assert _key(points[5 + n_planners]) == ("bayes", "particles", 65536, None, None, 16384)
     # The autotuning pair is one program under two levels.
     pair = [p for p in points if p["autotune"] is not None]
     assert [(p["agent"], p["games"], p["autotune"]) for p in pair] == [
         ("wma", 4096, 0), ("wma", 4096, 4)]
     # Every agent x sampler at every size of the grid is somewhere in the plan.
     default = {(p["agent"], p["sampler"], p["games"]) for p in points
-               if p["autotune"] is None and p["mh_kernel"] is None}
+               if p["autotune"] is None and p["mh_kernel"] is None and p["step"] is None}
     for agent in ("greedy",) + gpu_bench.PLANNERS:
         for g in gpu_bench.SIZES:
             assert (agent, "particles", g) in default and (agent, "importance", g) in default
@@ -56,6 +61,7 @@ def test_the_plan_keeps_to_the_sizes_asked_for(gpu_bench):
     points = gpu_bench.plan((1, 8), ())
     assert {p["games"] for p in points} == {1, 8}
     assert not [p for p in points if p["autotune"] is not None]  # no size above 54: no pair
+    assert not [p for p in points if p["step"] is not None]
 
 
 def test_a_points_estimate_grows_with_its_batch(gpu_bench):
@@ -111,3 +117,14 @@ def test_an_isolated_point_past_its_time_is_a_row_and_the_run_goes_on(gpu_bench,
     assert (rows[0]["agent"], rows[0]["games"], rows[0]["mh_kernel"]) == ("greedy", 1, "auto")
     assert all("error" in r for r in rows)  # every point tried was stopped, none lost the run
     assert not (out / "cpu.png").exists()   # nothing measured, nothing to draw
+
+
+def test_a_stepped_point_plays_its_turns_in_steps_and_leaves_the_setting_alone(gpu_bench,
+                                                                             monkeypatch):
+    monkeypatch.delenv("BSJAX_GAMES_PER_STEP", raising=False)
+    point = {"agent": "greedy", "sampler": "particles", "games": 4, "autotune": None,
+             "mh_kernel": None, "step": 2}
+    row = gpu_bench.measure_point(point, 32, "paper", {})
+    assert "error" not in row, row
+    assert row["games_per_step"] == 2 and row["steps_per_turn"] == 2 and row["batch_size"] == 4
+    assert "BSJAX_GAMES_PER_STEP" not in os.environ
