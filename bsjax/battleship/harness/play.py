@@ -89,7 +89,7 @@ PACKED_STATE_FIELDS = 8
 STEP_VARIABLE = "BSJAX_GAMES_PER_STEP"
 # A TPU's compiled turn grows with the games a chip holds, and its compile time with it: at 4,096
 # games a chip the look-ahead compiled in 76 s, MRA in 51 s. A turn there plays a chip's games in
-# steps of at most this many, one compiled step looped over (22 s and 20 s at 256 a step).
+# steps of at most this many, one compiled step looped over (18 s and 23 s in steps of 256).
 TPU_GAMES_PER_STEP = 256
 
 
@@ -244,6 +244,7 @@ def play_turns(player, keys: jax.Array, params, states: GameState, carries, buff
         pack_agent, unpack_agent = word_packing(agent_state, lead=1)
     split, merge = (_in_steps(steps, games) if steps > 1
                     else ((lambda x: x), (lambda x: x)))
+    # From here on (the loop's body too) every games-first leaf is `[steps, G / steps, ...]`.
     keys, params, states, belief, agent_words, words, real = jax.tree.map(
         split, (keys, params, states, belief, pack_agent(agent_state), pack(buffer), real))
     turn = jnp.asarray(turn, jnp.int32)
