@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import bits, observe, tiny
 
-from bsjax.battleship.belief import constraints, generator, moves, repair
+from bsjax.battleship.belief import chain, constraints, generator, moves, repair
 from bsjax.battleship.config import protocol
 from bsjax.battleship.game import bitboard, rules
 from bsjax.battleship.game import spans as spans_lib
@@ -23,6 +23,47 @@ PAPER = protocol("paper")
 GRAND = protocol("grand")
 CONFIGS = {"paper": PAPER, "grand": GRAND}
 SETTINGS = settings(max_examples=40, deadline=None)
+
+
+# ----- the stored samples, laid out samples last (a TPU's forms) ---------------------------------
+
+@functools.cache
+def _sample_forms(config):
+    both = lambda f: jax.jit(lambda *a: (f(config, *a), f(config, *a, samples_last=True)))  # noqa: E731
+    return both(chain.occupancy_counts), both(chain.samples_consistent)
+
+
+@pytest.mark.parametrize("name", ["paper", "grand"])
+@SETTINGS
+@given(seed=st.integers(1, 2**30), revealed=st.integers(0, 14), strays=st.integers(0, 6),
+       sunk=st.lists(st.booleans(), min_size=4, max_size=4))
+def test_the_samples_last_forms_count_and_check_as_the_samples_first(name, seed, revealed, strays,
+                                                                     sunk):
+    """64 generated boards as `[S, N]` samples; the shots reveal cells of the first board (in
+    grand as its ships' colours, some sunk) and miss cells off it, with a few stray misses on it:
+    some samples agree, most do not."""
+    config = CONFIGS[name]
+    lengths = jnp.asarray(_lengths(config, seed), jnp.int32)
+    boards = np.stack([np.asarray(_generate(config)(lengths, jnp.int32(seed + k)))
+                       for k in range(64)])                                         # [N, S]
+    cells = spans_lib.table_for(config).cells[boards[0]]                            # [S, C]
+    rng = np.random.default_rng(seed)
+    on, off = np.flatnonzero(cells.any(0)), np.flatnonzero(~cells.any(0))
+    hits = rng.choice(on, min(revealed, len(on)), replace=False).tolist()
+    misses = (rng.choice(off, 10, replace=False).tolist()
+              + rng.choice(on, min(strays, len(on)), replace=False).tolist())
+    if config.reveal_colour:
+        colour = [sorted(set(hits) & set(np.flatnonzero(c))) for c in cells]
+        obs = observe(config, np.asarray(lengths), misses=misses, colour=colour, sunk=sunk)
+    else:
+        obs = observe(config, np.asarray(lengths), hits=hits, misses=misses)
+    counts, consistent = _sample_forms(config)
+    first, last = counts(jnp.asarray(boards.T))
+    want = spans_lib.table_for(config).cells[boards].any(1).sum(0)
+    np.testing.assert_array_equal(first, want)
+    np.testing.assert_array_equal(last, want)
+    first, last = consistent(jnp.asarray(boards.T), jax.tree.map(jnp.asarray, obs))
+    np.testing.assert_array_equal(last, first)
 
 
 # ----- the move pool -----------------------------------------------------------------------------
@@ -412,8 +453,9 @@ def _assert_game(got, want, where):
 
 
 @functools.cache
-def _search_fn(config, tries, nested=False):
-    search = lambda n, s, ln, o: repair.first_consistent_board(config, tries, n, s, ln, o)  # noqa: E731
+def _search_fn(config, tries, nested=False, groups=1):
+    search = lambda n, s, ln, o: repair.first_consistent_board(config, tries, n, s, ln, o,  # noqa: E731
+                                                               groups)
     return jax.jit(jax.vmap(jax.vmap(search)) if nested else jax.vmap(search))
 
 
@@ -437,6 +479,27 @@ def test_batched_repair_equals_sequential_search(name, tries, base_seed):
     got = _search_fn(config, tries)(*args)
     for g in range(len(want)):
         _assert_game([x[g] for x in got], want[g], f"{name} game {g}")
+
+
+# 2 and 4 split the 8 games into blocks (a device's games, `Player.sharded`); 3 does not divide
+# them, and the whole batch pools as one.
+@pytest.mark.parametrize("groups", [2, 4, 3])
+def test_a_repair_pooled_per_device_finds_the_sequential_boards(groups):
+    args, want = _batch(PAPER, 1000, 1000)
+    got = _search_fn(PAPER, 1000, groups=groups)(*args)
+    for g in range(len(want)):
+        _assert_game([x[g] for x in got], want[g], f"{groups} groups, game {g}")
+
+
+def test_a_repair_with_a_tpus_lanes_finds_the_sequential_boards():
+    """A TPU's 32 lanes a game (a CPU runs the default branch): the late plants are many
+    rounds in, the same boards and tries."""
+    tries, lanes = 1000, repair.TPU_LANES_PER_GAME
+    args, want = _batch(GRAND, tries, 424242)
+    assert sum(w[2] > lanes * len(want) for w in want) >= 2  # several rounds of the whole pool
+    got = jax.jit(lambda *a: repair._search_groups(GRAND, tries, 2, lanes, *a))(*args)
+    for g in range(len(want)):
+        _assert_game([x[g] for x in got], want[g], f"TPU lanes, game {g}")
 
 
 def test_repair_small_budget_all_stuck_or_idle():

@@ -109,7 +109,7 @@ def test_chain_samples_respect_shots_after_repair():
     state, info = jax.jit(sampler.update)(jax.random.key(2), state, _as_jax(obs1))
     # Without answers the target is flat over the move pool: every move is accepted.
     assert float(info.ess) == 100.0 and float(info.acceptance) == 1.0
-    occupancy = np.asarray(jax.vmap(lambda s: _cells(s))(state.samples))
+    occupancy = np.asarray(jax.vmap(lambda s: _cells(s))(state.samples.T))
     assert occupancy[:, cell].all()
 
 
@@ -123,7 +123,7 @@ def test_chain_freezes_ship_identity_on_hits():
     sampler = ChainSampler(TINY, n_samples=300)
     obs = _as_jax(observe(TINY, (3, 2), hits=[12]))
     state = jax.jit(sampler.init)(jax.random.key(4), obs, jnp.int32(2))
-    covers = np.asarray(jax.vmap(lambda s: _ship_cells(s)[:, 12])(state.samples))  # [N, S]
+    covers = np.asarray(jax.vmap(lambda s: _ship_cells(s)[:, 12])(state.samples.T))  # [N, S]
     assert (covers.sum(1) == 1).all()
     assert covers.all(0).any()  # one ship holds cell 12 in every sample
 

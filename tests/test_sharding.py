@@ -118,3 +118,20 @@ def test_two_processes_play_the_one_process_games(tmp_path):
     assert results(tmp_path / "dist") == results(tmp_path / "single")
     merged = tables.table(tables.load(tmp_path / "dist"))[0]
     assert merged["games"] == 3 and merged["status"] == "ok"
+
+
+def test_a_sharded_player_pools_the_chains_repair_per_device():
+    """`Player.sharded`: the chain's repair search pools within each device's games; other
+    samplers, and one device, are left as they are."""
+    from bsjax.battleship.harness import run_config
+
+    def player(sampler):
+        cfg = run_config.RunConfig(agent="greedy", sampler=sampler)
+        return run_config.make_player(cfg, run_config.validate(cfg)[0])
+
+    chain = player("chain")
+    assert chain.sampler.repair_groups == 1
+    assert chain.sharded(4).sampler.repair_groups == 4
+    assert chain.sharded(4).agent == chain.agent and chain.sharded(1) == chain
+    particles = player("particles")
+    assert particles.sharded(4) == particles

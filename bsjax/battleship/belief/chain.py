@@ -11,6 +11,7 @@ the same chain draws from JAX keys.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import NamedTuple
 
 import chex
@@ -21,7 +22,7 @@ from jax import lax
 from bsjax.battleship.belief import chain_kernel, constraints, generator, mh_kernel, moves, repair
 from bsjax.battleship.belief.base import AnswerModel, BeliefInfo, Sampler, answer_model
 from bsjax.battleship.config import GameConfig
-from bsjax.battleship.game import refrng
+from bsjax.battleship.game import bitboard, refrng
 from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.types import Observations
 from bsjax.core import fastpath
@@ -68,7 +69,8 @@ class Proposal(NamedTuple):
 class ChainState:
     """Attributes:
     board: `[S]` int32 current placement.
-    samples: `[N, S]` int32 stored samples of the last refresh.
+    samples: `[S, N]` int32 stored samples of the last refresh, each ship's span in each sample
+      (the samples the minor axis: a TPU's (8, 128) tiles pad a minor axis of S = 4 32-fold).
     stream: `[]` int32 reference chain PRNG state (unused with JAX keys).
     board_seed: `[]` int32 next `generateBoard` seed for repairs.
     answers: the `AnswerModel` the chain targets.
@@ -81,6 +83,34 @@ class ChainState:
     answers: AnswerModel
 
 
+def occupancy_counts(config: GameConfig, samples: chex.Array,
+                     samples_last: bool = False) -> chex.Array:
+    """`[C]` int32 how many of the `[S, N]` samples cover each cell.
+
+    `samples_last` (what a TPU runs): counted from each sample's `[W, N]` bitboard in one
+    reduction, with no `[N, C]` array (a TPU's tiles pad C = 64 to 128) nor a stored `[C, S, N]`
+    one. The same counts.
+    """
+    if not samples_last:
+        return jnp.sum(spans_lib.board_cells(config, samples.T), axis=0, dtype=jnp.int32)
+    boards = bitboard.union(spans_lib.spans_bits_lanes(config, samples), axis=0)   # [W, N]
+    shifts = jnp.arange(32, dtype=jnp.uint32)[None, :, None]
+    bits = (boards[:, None, :] >> shifts) & jnp.uint32(1)                         # [W, 32, N]
+    return jnp.sum(bits.reshape(-1, boards.shape[-1])[:config.n_cells], axis=1, dtype=jnp.int32)
+
+
+def samples_consistent(config: GameConfig, samples: chex.Array, obs: Observations,
+                       samples_last: bool = False) -> chex.Array:
+    """`[N]` bool whether each of the `[S, N]` samples agrees with the shots
+    (`constraints.shot_consistent`). `samples_last` (what a TPU runs): the samples the minor axis
+    of every array (`[N, S, W]` pads W = 2 64-fold there). The same values."""
+    if samples_last:
+        return constraints.shot_consistent_lanes(spans_lib.spans_bits_lanes(config, samples),
+                                                 obs, config.reveal_colour)
+    return jax.vmap(lambda spans: constraints.shot_consistent(
+        spans_lib.spans_bits(config, spans), obs, config.reveal_colour))(samples.T)
+
+
 @dataclasses.dataclass(frozen=True)
 class ChainSampler(Sampler):
     """Static configuration of the chain (hashable; closed over by jit).
@@ -90,6 +120,10 @@ class ChainSampler(Sampler):
     "interpret" that kernel in Pallas's interpreter; "lowering" chosen when lowered (the kernel
     for CUDA); "auto" the XLA loops on a CPU host, else "lowering". The same boards either way;
     the reference streams always run the XLA loops.
+
+    `repair_groups`: a batch's repair search (`repair`) pools its lanes within this many equal
+    blocks of the batch's games, the devices a batch is sharded over (`Player.sharded` sets
+    it), so that no device gathers another's games. The same boards for any value.
     """
 
     config: GameConfig
@@ -97,11 +131,14 @@ class ChainSampler(Sampler):
     thin: int = 5
     reference_rng: bool = False
     mh_kernel: str = "auto"
+    repair_groups: int = 1
 
     def __post_init__(self):
         if self.mh_kernel not in mh_kernel.MODES:
             raise ValueError(f"unknown mh_kernel {self.mh_kernel!r} "
                              f"(choose from {', '.join(mh_kernel.MODES)})")
+        if self.repair_groups < 1:
+            raise ValueError(f"repair_groups must be positive, got {self.repair_groups}")
 
     name = "chain"
 
@@ -135,7 +172,7 @@ class ChainSampler(Sampler):
         board, _ = generator.reference_board(self.config, obs.ship_lengths, board_seed)
         state = ChainState(
             board=board,
-            samples=jnp.broadcast_to(board, (self.n_samples, board.shape[0])),
+            samples=jnp.broadcast_to(board[:, None], (board.shape[0], self.n_samples)),
             stream=refrng.jax_seed_state(game_seed),
             board_seed=board_seed + 1,
             answers=answers,
@@ -185,7 +222,7 @@ class ChainSampler(Sampler):
         return state.replace(board=board, samples=samples, stream=stream), info
 
     def _refresh_xla(self, k_burn, k_collect, board, log_post, stream, obs, tables):
-        """Burn-in and thinned collection as XLA loops. Returns (`[S]` board, `[N, S]` samples,
+        """Burn-in and thinned collection as XLA loops. Returns (`[S]` board, `[S, N]` samples,
         stream, `[]` int32 moves accepted)."""
         ships = board.shape[0]
         # Never accepted (no pool): deciding it, as the first step does, changes nothing.
@@ -208,13 +245,20 @@ class ChainSampler(Sampler):
         carry = (board, log_post, stream)
         carry, accepted = run(carry, jnp.int32(0), self._step_draws(k_burn, self.burn_in, ships))
 
-        def collect(c, draws):
-            carry, accepted = run(*c, draws)
-            return (carry, accepted), carry[0]
+        def collect(c, xs):
+            carry, accepted, samples = c
+            draws, index = xs
+            carry, accepted = run(carry, accepted, draws)
+            # Written in place as a column, not stacked as a row: the samples stay the minor
+            # axis (`ChainState.samples`), with no `[N, S]` copy to transpose.
+            samples = lax.dynamic_update_slice(samples, carry[0][:, None], (0, index))
+            return (carry, accepted, samples), None
 
         draws = self._step_draws(k_collect, self.n_samples * self.thin, ships)
         draws = jax.tree.map(lambda x: x.reshape((self.n_samples, self.thin)), draws)
-        ((board, _, stream), accepted), samples = lax.scan(collect, (carry, accepted), draws)
+        samples = jnp.zeros((ships, self.n_samples), jnp.int32)
+        ((board, _, stream), accepted, samples), _ = lax.scan(
+            collect, (carry, accepted, samples), (draws, jnp.arange(self.n_samples)))
         # The first decision of each run is the empty proposal, never accepted: not a move.
         return board, samples, stream, accepted
 
@@ -223,17 +267,18 @@ class ChainSampler(Sampler):
 
     def weighted_particles(self, state: ChainState) -> tuple[chex.Array, chex.Array]:
         """`[N, S]` samples and `[N]` equal weights."""
-        n = state.samples.shape[0]
-        return state.samples, jnp.full((n,), 1.0 / n, jnp.float32)
+        n = state.samples.shape[1]
+        return state.samples.T, jnp.full((n,), 1.0 / n, jnp.float32)
 
     def hit_probability(self, state: ChainState) -> chex.Array:
         """`[C]` float32 count/N (revealed cells included; callers mask them).
 
         From integer counts, so argmax ties break as in the reference's sequential float64 sum.
         """
-        counts = jnp.sum(spans_lib.board_cells(self.config, state.samples), axis=0,
-                         dtype=jnp.int32)
-        return counts.astype(jnp.float32) / jnp.float32(state.samples.shape[0])
+        counts = lax.platform_dependent(
+            state.samples, default=functools.partial(occupancy_counts, self.config),
+            tpu=functools.partial(occupancy_counts, self.config, samples_last=True))
+        return counts.astype(jnp.float32) / jnp.float32(state.samples.shape[1])
 
     # ----- internals -----
 
@@ -264,16 +309,21 @@ class ChainSampler(Sampler):
         """Replace a shot-inconsistent board by the first consistent stored sample, else by the first
         consistent `generateBoard(seed++)` within `repair_tries`, else keep it."""
         cfg = self.config
-        ok = lambda spans: constraints.shot_consistent(  # noqa: E731
-            spans_lib.spans_bits(cfg, spans), obs, cfg.reveal_colour)
-        board_ok = ok(state.board)
-        sample_ok = jax.vmap(ok)(state.samples)
+        board_ok = constraints.shot_consistent(spans_lib.spans_bits(cfg, state.board), obs,
+                                               cfg.reveal_colour)
+        sample_ok = lax.platform_dependent(
+            state.samples, obs, default=functools.partial(samples_consistent, cfg),
+            tpu=functools.partial(samples_consistent, cfg, samples_last=True))
         first = jnp.argmax(sample_ok)
         use_sample = ~board_ok & sample_ok[first]
         found, generated, used = repair.first_consistent_board(
             cfg, self.repair_tries, ~board_ok & ~use_sample, state.board_seed, obs.ship_lengths,
-            obs)
-        board = jnp.where(use_sample, state.samples[first],
+            obs, self.repair_groups)
+        # The sample is selected by a mask, not gathered: a gather of a column has a TPU lay the
+        # samples out ships-minor, which its tiles pad 32-fold.
+        column = jnp.arange(state.samples.shape[1]) == first
+        chosen = jnp.sum(jnp.where(column, state.samples, 0), axis=1, dtype=jnp.int32)
+        board = jnp.where(use_sample, chosen,
                           jnp.where(found, generated, state.board))
         return state.replace(board=board, board_seed=state.board_seed + used)
 

@@ -158,7 +158,7 @@ def _kernel(keys_ref, hit_ref, miss_ref, answers_ref, asked_ref, match_ref,
         @pl.when((done > 0) & (lax.rem(done, jnp.int32(thin)) == 0))
         def _():
             for k in range(n_ships):
-                samples_out[lax.div(done, jnp.int32(thin)) - 1, k] = board[k]
+                samples_out[k, lax.div(done, jnp.int32(thin)) - 1] = board[k]
 
         return board, log_post, accepted + accept.astype(jnp.int32)
 
@@ -196,8 +196,8 @@ def refresh(config: GameConfig, burn_key: jax.Array, collect_key: jax.Array,
       tables: `moves.move_tables` of `obs` (float32, no sums table).
       interpret: run Pallas's interpreter (any backend; for tests on a CPU).
     Returns:
-      (`[S]` the final board, `[n_samples, S]` int32 the stored samples, `[]` int32 the moves
-      accepted).
+      (`[S]` the final board, `[S, n_samples]` int32 the stored samples (`ChainState.samples`),
+      `[]` int32 the moves accepted).
     """
     n_ships = board.shape[0]
     static = [jnp.asarray(t) for t in _tables(config)]
@@ -215,7 +215,7 @@ def refresh(config: GameConfig, burn_key: jax.Array, collect_key: jax.Array,
         n_lengths=n_lengths, burn_in=burn_in, n_samples=n_samples, thin=thin)
     full = [pl.BlockSpec(x.shape, functools.partial(_origin, x.ndim)) for x in whole]
     out_shape = [jax.ShapeDtypeStruct((n_ships,), jnp.int32),
-                 jax.ShapeDtypeStruct((n_samples, n_ships), jnp.int32),
+                 jax.ShapeDtypeStruct((n_ships, n_samples), jnp.int32),
                  jax.ShapeDtypeStruct((1,), jnp.int32)]
     new_board, samples, accepted = pl.pallas_call(
         kernel, grid=(), in_specs=full,

@@ -39,6 +39,33 @@ def shot_consistent(ship_bits: jnp.ndarray, obs: Observations, has_colours: bool
     return ok & jnp.all(colour_ok & sunk_ok)
 
 
+def shot_consistent_lanes(ship_bits: jnp.ndarray, obs: Observations,
+                          has_colours: bool = True) -> jnp.ndarray:
+    """`shot_consistent` of N placements at once, laid out placements last (what a TPU runs:
+    `spans.spans_bits_lanes`).
+
+    Args:
+      ship_bits: `[S, W, N]` uint32 bitboard of each ship of each placement.
+    Returns:
+      `[N]` bool, each placement's `shot_consistent`.
+    """
+    def any_set(bits):  # [..., W, N] -> [..., N]: as `bitboard.any_set`, over the word axis
+        folded = bits[..., 0, :]
+        for word in range(1, bits.shape[-2]):
+            folded = folded | bits[..., word, :]
+        return folded != 0
+
+    board = bitboard.union(ship_bits, axis=0)                                       # [W, N]
+    ok = (~any_set(obs.hit_bits[:, None] & ~board)
+          & ~any_set(board & obs.miss_bits[:, None]))
+    if not has_colours:
+        return ok
+    colours = obs.colour_bits[:, :, None]                                           # [S, W, 1]
+    colour_ok = ~any_set(colours & ~ship_bits)                                      # [S, N]
+    sunk_ok = ~obs.sunk[:, None] | ~any_set(ship_bits ^ colours)                     # [S, N]
+    return ok & jnp.all(colour_ok & sunk_ok, axis=0)
+
+
 def answer_log_likelihood(config: GameConfig, board: jnp.ndarray, obs: Observations,
                           dtype=jnp.float32, likelihood: LogLikelihood = None) -> jnp.ndarray:
     """Sum over recorded answers of ln L(answer matches the board), in answer order.

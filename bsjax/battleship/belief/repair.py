@@ -8,6 +8,10 @@ So the search has its own batching rule (`jax.custom_batching.custom_vmap`): eac
 one pool of lanes over only the games still searching, each game its next seeds in order, and a
 game's first consistent lane is its answer. The result is the sequential search's, game for game:
 the same board and the same number of tries (which advances the game's seed counter).
+
+A batch sharded over devices pools within each device's games (`groups`), so that the lanes
+never gather another device's games; a TPU runs fewer lanes a game (`TPU_LANES_PER_GAME`). Neither
+changes a board.
 """
 
 from __future__ import annotations
@@ -25,11 +29,13 @@ from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.types import Observations
 
 # Lanes per game and round: a batch of G games generates up to LANES_PER_GAME * G boards a round.
+# On a TPU fewer: each lane's `[S]` board and `[S, W]` bits are padded to 128-wide tiles there.
 LANES_PER_GAME = 256
+TPU_LANES_PER_GAME = 32
 
 
-def _search_batch(config: GameConfig, tries: int, need, seed, lengths, obs):
-    """The search for a batch of G games.
+def _search_batch(config: GameConfig, tries: int, lanes_per_game: int, need, seed, lengths, obs):
+    """The search for a batch of G games, with `lanes_per_game` * G lanes a round.
 
     Args:
       need: `[G]` bool the game searches. seed: `[G]` int32 its first seed.
@@ -39,7 +45,7 @@ def _search_batch(config: GameConfig, tries: int, need, seed, lengths, obs):
       found board's index + 1, or all `tries`).
     """
     games = need.shape[0]
-    lanes = LANES_PER_GAME * games
+    lanes = lanes_per_game * games
     lane = jnp.arange(lanes, dtype=jnp.int32)
     never = jnp.int32(2**31 - 1)
 
@@ -84,27 +90,44 @@ def _search_batch(config: GameConfig, tries: int, need, seed, lengths, obs):
     return found, board, jnp.where(need, used, zeros)
 
 
+def _search_groups(config: GameConfig, tries: int, groups: int, lanes_per_game: int, need, seed,
+                   lengths, obs):
+    """The pooled search within each of `groups` contiguous blocks of the batch's games, or over
+    the whole batch where `groups` does not divide it. The same boards either way."""
+    games = need.shape[0]
+    search = functools.partial(_search_batch, config, tries, lanes_per_game)
+    if groups <= 1 or games % groups:
+        return search(need, seed, lengths, obs)
+    blocks = jax.tree.map(lambda x: x.reshape(groups, games // groups, *x.shape[1:]),
+                          (need, seed, lengths, obs))
+    found = jax.vmap(search)(*blocks)
+    return jax.tree.map(lambda x: x.reshape(games, *x.shape[2:]), found)
+
+
 @functools.cache
-def _search(config: GameConfig, tries: int):
+def _search(config: GameConfig, tries: int, groups: int):
     """The per-game search (a batch of one), with its batching rule (the pooled search)."""
 
     @custom_vmap
     def search(need, seed, lengths, obs):
         batch = jax.tree.map(lambda x: x[None], (need, seed, lengths, obs))
-        return jax.tree.map(lambda x: x[0], _search_batch(config, tries, *batch))
+        return jax.tree.map(lambda x: x[0], _search_batch(config, tries, 1, *batch))
 
     @search.def_vmap
     def search_batched(axis_size, in_batched, need, seed, lengths, obs):
         args = jax.tree.map(
             lambda x, batched: x if batched else jnp.broadcast_to(x, (axis_size, *x.shape)),
             (need, seed, lengths, obs), tuple(in_batched))
-        return _search_batch(config, tries, *args), (True, True, True)
+        found = lax.platform_dependent(
+            *args, tpu=functools.partial(_search_groups, config, tries, groups, TPU_LANES_PER_GAME),
+            default=functools.partial(_search_groups, config, tries, groups, LANES_PER_GAME))
+        return found, (True, True, True)
 
     return search
 
 
 def first_consistent_board(config: GameConfig, tries: int, need: jnp.ndarray, seed: jnp.ndarray,
-                           lengths: jnp.ndarray, obs: Observations):
+                           lengths: jnp.ndarray, obs: Observations, groups: int = 1):
     """For ONE game: the first of `generateBoard(seed + k)`, k < `tries`, consistent with the shots
     of `obs`, when `need`.
 
@@ -112,5 +135,5 @@ def first_consistent_board(config: GameConfig, tries: int, need: jnp.ndarray, se
       (`[]` bool found, `[S]` int32 board (valid where found), `[]` int32 tries used: k + 1 of the
       board found, `tries` when none is, 0 when not `need`).
     """
-    return _search(config, tries)(jnp.asarray(need, bool), jnp.asarray(seed, jnp.int32),
+    return _search(config, tries, groups)(jnp.asarray(need, bool), jnp.asarray(seed, jnp.int32),
                                   jnp.asarray(lengths, jnp.int32), obs)

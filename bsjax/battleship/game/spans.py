@@ -193,6 +193,14 @@ def cells_particles_last(config: GameConfig, spans: jnp.ndarray) -> jnp.ndarray:
     return jnp.any(inside, axis=1)                                                  # [C, P]
 
 
+def spans_bits_lanes(config: GameConfig, spans: jnp.ndarray) -> jnp.ndarray:
+    """`spans_bits` of N placements laid out `[S, N]` -> `[S, W, N]` uint32, placements the
+    minor axis (`[N, S, W]` has W = 2 minor, which a TPU's tiles pad 64-fold). One gather per
+    word from the table's columns; the same bits."""
+    columns = table_for(config).bits.T                                              # [W, K]
+    return jnp.stack([jnp.asarray(word)[spans] for word in columns], axis=1)
+
+
 def bits_particles_last(config: GameConfig, cells: jnp.ndarray) -> jnp.ndarray:
     """`[C, P]` bool cells -> `[W, P]` uint32 bitboards (`board_bits`, particles last). Not
     `bitboard.pack` along axis 0: its pad-and-shift form doubles WMA's memory per game on a TPU

@@ -97,6 +97,7 @@ def compile_turn_loop(player: Player, games: int, target: str = "h100",
             player, sampler=dataclasses.replace(player.sampler, mh_kernel="lowering"))
     grid = mesh(target)
     devices = grid.devices.size
+    player = player.sharded(devices)
     platform = grid.devices.flat[0].platform
     per_device = step_multiple(-(-games // devices), platform)
     games = per_device * devices

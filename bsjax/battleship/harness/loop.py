@@ -82,9 +82,9 @@ class BatchRunner:
 
     def __init__(self, player: Player, batch_size: int, reviser=None, captain=None,
                  devices: int | None = None, reuse: bool = True, steps: int | None = None):
-        self.player = player
         self.sharding = game_sharding(devices)
         n_devices = self.sharding.num_devices if self.sharding is not None else 1
+        self.player = player = player.sharded(n_devices)
         platform = (self.sharding.mesh.devices.flat[0] if self.sharding is not None
                     else jax.local_devices()[0]).platform
         per_device = -(-batch_size // n_devices)  # whole slices per device

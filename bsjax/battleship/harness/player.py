@@ -54,6 +54,16 @@ class Player:
     def env(self) -> Env:
         return Env(self.config, self.reference_rng)
 
+    def sharded(self, devices: int) -> Player:
+        """This player for a batch sharded over `devices` devices in equal blocks of games. A
+        sampler that pools work across a batch's games (the chain's repair search,
+        `ChainSampler.repair_groups`) pools within each device's block instead, so that no
+        device gathers another's games. The same games."""
+        if devices > 1 and hasattr(self.sampler, "repair_groups"):
+            return dataclasses.replace(
+                self, sampler=dataclasses.replace(self.sampler, repair_groups=devices))
+        return self
+
     def default_params(self) -> PlayParams:
         """One game's params at their defaults: the agent's, and the protocol's answer model
         (its log terms in the sampler's dtype: float64 for the bit-exact reference chain)."""
