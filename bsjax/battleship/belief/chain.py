@@ -276,8 +276,8 @@ class ChainSampler(Sampler):
         From integer counts, so argmax ties break as in the reference's sequential float64 sum.
         """
         counts = lax.platform_dependent(
-            state.samples, default=functools.partial(occupancy_counts, self.config),
-            tpu=functools.partial(occupancy_counts, self.config, samples_last=True))
+            state.samples, cpu=functools.partial(occupancy_counts, self.config),
+            default=functools.partial(occupancy_counts, self.config, samples_last=True))
         return counts.astype(jnp.float32) / jnp.float32(state.samples.shape[1])
 
     # ----- internals -----
@@ -312,17 +312,20 @@ class ChainSampler(Sampler):
         board_ok = constraints.shot_consistent(spans_lib.spans_bits(cfg, state.board), obs,
                                                cfg.reveal_colour)
         sample_ok = lax.platform_dependent(
-            state.samples, obs, default=functools.partial(samples_consistent, cfg),
-            tpu=functools.partial(samples_consistent, cfg, samples_last=True))
+            state.samples, obs, cpu=functools.partial(samples_consistent, cfg),
+            default=functools.partial(samples_consistent, cfg, samples_last=True))
         first = jnp.argmax(sample_ok)
         use_sample = ~board_ok & sample_ok[first]
         found, generated, used = repair.first_consistent_board(
             cfg, self.repair_tries, ~board_ok & ~use_sample, state.board_seed, obs.ship_lengths,
             obs, self.repair_groups)
-        # The sample is selected by a mask, not gathered: a gather of a column has a TPU lay the
-        # samples out ships-minor, which its tiles pad 32-fold.
-        column = jnp.arange(state.samples.shape[1]) == first
-        chosen = jnp.sum(jnp.where(column, state.samples, 0), axis=1, dtype=jnp.int32)
+        # A TPU selects the sample by a mask: a gather of a column has it lay the samples out
+        # ships-minor, which its tiles pad 32-fold.
+        chosen = lax.platform_dependent(
+            state.samples, first, default=lambda samples, n: samples[:, n],
+            tpu=lambda samples, n: jnp.sum(
+                jnp.where(jnp.arange(samples.shape[1]) == n, samples, 0), axis=1,
+                dtype=jnp.int32))
         board = jnp.where(use_sample, chosen,
                           jnp.where(found, generated, state.board))
         return state.replace(board=board, board_seed=state.board_seed + used)
