@@ -88,34 +88,40 @@ def test_a_turn_played_in_steps_plays_the_same_games():
         assert (runner.batch_size, runner.steps) == (6, 3)
 
 
-@given(st.integers(1, 200_000), st.sampled_from([None, "1", "100", "1024"]))
+@given(st.integers(1, 200_000), st.sampled_from([None, "1", "100", "1024"]),
+       st.sampled_from(["particles", "importance", None]))
 @settings(max_examples=300, deadline=None)
-def test_a_turn_steps_through_at_most_its_step_of_games(games_per_device, step_setting):
+def test_a_turn_steps_through_at_most_its_step_of_games(games_per_device, step_setting,
+                                                        sampler_name):
+    from bsjax.battleship.belief import make_sampler
+    from bsjax.battleship.config import PAPER
     from bsjax.battleship.harness import play
+    sampler = sampler_name and make_sampler(sampler_name, PAPER, 100, False)
+    tpu_step = 128 if sampler_name == "importance" else play.TPU_GAMES_PER_STEP
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv(play.STEP_VARIABLE, raising=False)
         if step_setting is not None:
             patch.setenv(play.STEP_VARIABLE, step_setting)
         for platform in ("cpu", "gpu", "tpu"):
-            most = play.games_per_step(platform)
+            most = play.games_per_step(platform, sampler)
             if step_setting is None and platform != "tpu":   # unset: one step but on a TPU
                 assert most is None
-                assert play.step_multiple(games_per_device, platform) == games_per_device
-                assert play.steps_per_turn(games_per_device, platform) == 1
+                assert play.step_multiple(games_per_device, platform, sampler) == games_per_device
+                assert play.steps_per_turn(games_per_device, platform, sampler) == 1
                 continue
-            assert most == (play.TPU_GAMES_PER_STEP if step_setting is None
-                            else int(step_setting))
-            padded = play.step_multiple(games_per_device, platform)
-            steps = play.steps_per_turn(padded, platform)
+            # A TPU's own step: the sampler's where it has one (the importance sampler's 128).
+            assert most == (tpu_step if step_setting is None else int(step_setting))
+            padded = play.step_multiple(games_per_device, platform, sampler)
+            steps = play.steps_per_turn(padded, platform, sampler)
             assert padded % steps == 0 and padded // steps <= most
             assert steps == -(-games_per_device // most)                   # the fewest steps
             assert games_per_device <= padded < games_per_device + steps   # under one a step
             # Unpadded, a count is played in steps that divide it, or in one step where none
             # near the fewest does (a prime), never in steps of a game (unless asked for).
-            unpadded = play.steps_per_turn(games_per_device, platform)
+            unpadded = play.steps_per_turn(games_per_device, platform, sampler)
             assert games_per_device % unpadded == 0 and unpadded <= 2 * steps
             if most > 1:
-                assert play.steps_per_turn(1_000_003, platform) == 1
+                assert play.steps_per_turn(1_000_003, platform, sampler) == 1
 
 
 def test_play_refuses_agents_that_need_the_host():

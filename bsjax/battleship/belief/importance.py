@@ -93,6 +93,9 @@ class ImportanceSampler(Sampler):
     reorder: bool = True
 
     name = "importance"
+    # A TPU plays a chip's games in steps of this many (`play.games_per_step`): the fresh draw of
+    # every update compiled in 34-36 s at 16,384 games in steps of 256, 17-22 s in steps of 128.
+    tpu_games_per_step = 128
 
     # ----- public interface -----
 

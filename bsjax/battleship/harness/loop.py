@@ -89,8 +89,8 @@ class BatchRunner:
                     else jax.local_devices()[0]).platform
         per_device = -(-batch_size // n_devices)  # whole slices per device
         if steps is None:
-            per_device = step_multiple(per_device, platform)
-            steps = steps_per_turn(per_device, platform)
+            per_device = step_multiple(per_device, platform, player.sampler)
+            steps = steps_per_turn(per_device, platform, player.sampler)
         elif steps < 1 or per_device % steps:
             raise ValueError(f"steps must be a positive divisor of the {per_device} games a "
                              f"device holds, got {steps}")

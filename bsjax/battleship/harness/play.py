@@ -93,36 +93,39 @@ STEP_VARIABLE = "BSJAX_GAMES_PER_STEP"
 TPU_GAMES_PER_STEP = 256
 
 
-def games_per_step(platform: str) -> int | None:
+def games_per_step(platform: str, sampler=None) -> int | None:
     """The most games of a device one step of a turn plays on `platform`: `BSJAX_GAMES_PER_STEP`
-    where set (on every platform), else `TPU_GAMES_PER_STEP` on a TPU and no limit (None)
-    elsewhere. Larger steps compile more slowly on a TPU; smaller ones cost a GPU launches
-    (docs/throughput.md)."""
+    where set (on every platform), else on a TPU the sampler's `tpu_games_per_step` where it
+    has one (the importance sampler's fresh draw compiles slowly in larger steps), else
+    `TPU_GAMES_PER_STEP`, and no limit (None) elsewhere. Larger steps compile more slowly on a
+    TPU; smaller ones cost a GPU launches (docs/throughput.md)."""
     value = os.environ.get(STEP_VARIABLE)
     if value is None:
-        return TPU_GAMES_PER_STEP if platform == "tpu" else None
+        if platform != "tpu":
+            return None
+        return getattr(sampler, "tpu_games_per_step", TPU_GAMES_PER_STEP)
     if not value.isdigit() or int(value) < 1:
         raise ValueError(f"{STEP_VARIABLE} must be a positive whole number of games (got {value!r})")
     return int(value)
 
 
-def _fewest_steps(games_per_device: int, platform: str) -> int:
-    most = games_per_step(platform)
+def _fewest_steps(games_per_device: int, platform: str, sampler) -> int:
+    most = games_per_step(platform, sampler)
     return 1 if most is None else -(-games_per_device // most)
 
 
-def steps_per_turn(games_per_device: int, platform: str) -> int:
+def steps_per_turn(games_per_device: int, platform: str, sampler=None) -> int:
     """The steps a turn plays a device's games in (`play_turns(steps=...)`): the fewest steps of
-    at most `games_per_step(platform)` games that divide the device's games evenly (1 where no
-    count up to twice the fewest does: `step_multiple` pads a batch so that one does)."""
-    fewest = _fewest_steps(games_per_device, platform)
+    at most `games_per_step(platform, sampler)` games that divide the device's games evenly (1
+    where no count up to twice the fewest does: `step_multiple` pads a batch so that one does)."""
+    fewest = _fewest_steps(games_per_device, platform, sampler)
     return next((steps for steps in range(fewest, 2 * fewest + 1)
                  if games_per_device % steps == 0), 1)
 
 
-def step_multiple(games_per_device: int, platform: str) -> int:
+def step_multiple(games_per_device: int, platform: str, sampler=None) -> int:
     """`games_per_device` rounded up so that `steps_per_turn` splits it into its fewest steps."""
-    fewest = _fewest_steps(games_per_device, platform)
+    fewest = _fewest_steps(games_per_device, platform, sampler)
     return -(-games_per_device // fewest) * fewest
 
 
@@ -350,7 +353,7 @@ def _compiled(player):
     def turns(key, params, states, carries):
         buffer = record_buffer(player, key, params, states, carries)
         real = jnp.ones(key.shape[0], bool)
-        steps = steps_per_turn(key.shape[0], jax.default_backend())
+        steps = steps_per_turn(key.shape[0], jax.default_backend(), player.sampler)
         states, _, buffer, turn, _ = play_turns(player, key, params, states, carries, buffer, 0,
                                                 real, stop_on_request=False, steps=steps)
         return states, buffer, turn
