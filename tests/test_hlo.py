@@ -193,3 +193,18 @@ def test_a_tpu_turn_loop_plays_a_chips_games_in_steps_with_one_all_reduce():
     for report in reports.values():
         assert report["games"] == 2048 and report["steps_per_turn"] == 2, report
         assert report["collectives_per_turn"] == 1, report
+
+
+@pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
+                    reason="libtpu is not installed (make tpu-check)")
+def test_the_chain_and_the_importance_belief_fit_a_tpu():
+    # The chain: a repair pooled per chip, samples stored samples-last. Its turn's all-reduces are
+    # the loop's test and a repair's two loops (11 when the pool spanned the chips), and a game
+    # needs tens of KiB (over 600 when `[N, S]` samples padded S = 4 to 128-wide tiles).
+    chain = _compile_reports(["greedy"], 2048, "tpu-v5e-2x2", sampler="chain")["greedy"]
+    assert chain["collectives_per_turn"] == 3, chain
+    assert chain["kib_per_game"] < 120, chain
+    # The importance belief plays a chip's 512 games in steps of 128 (`tpu_games_per_step`).
+    importance = _compile_reports(["greedy"], 2048, "tpu-v5e-2x2",
+                                  sampler="importance")["greedy"]
+    assert importance["steps_per_turn"] == 4 and importance["collectives_per_turn"] == 1, importance
