@@ -22,9 +22,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import bits, grand_tiny, observe, tiny  # noqa: E402
 
-from bsjax.battleship.belief import constraints, exact
+from bsjax.battleship.belief import constraints, exact, generator, moves
+from bsjax.battleship.belief.base import answer_model
 from bsjax.battleship.belief.importance import ImportanceSampler, normalised_weights
-from bsjax.battleship.game import bitboard
+from bsjax.battleship.config import protocol
+from bsjax.battleship.game import bitboard, refrng
 from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.game.env import Env
 from bsjax.battleship.types import ask, shoot
@@ -400,3 +402,90 @@ def test_a_subclass_that_overrides_update_is_not_bypassed():
     kept, _ = update_or_keep(OwnKeep(PAPER5, n_particles=32), jax.random.key(1), state, obs,
                              jnp.bool_(False))
     np.testing.assert_array_equal(np.asarray(kept.spans), np.asarray(state.spans))
+
+
+# ----- the packed proposal against the `[N]`-mask one it replaced ---------------------------------
+
+def reference_propose(self, words, base, order, hist, obs):
+    """The proposal as written before its span masks were packed into words: `[N]` bool
+    masks, `base` `[S, N]` bool. Returns (`[S]` int32 spans, `[]` bool valid)."""
+    table = spans_lib.table_for(self.config)
+    bits = jnp.asarray(table.bits)                                            # [N, W]
+    length = jnp.asarray(table.length)                                        # [N]
+    n_ships = base.shape[0]
+    occ = jnp.zeros(bits.shape[1], jnp.uint32)
+    placed = jnp.zeros(n_ships, bool)
+    spans = jnp.zeros(n_ships, jnp.int32)
+    remaining = hist
+    alive = jnp.bool_(True)
+    for step in range(n_ships):  # static and tiny (4 ships)
+        free = ~bitboard.intersects(bits, occ[None, :])                      # [N]
+        if self.config.fleet is None:
+            free = free & (remaining[length] > 0)
+        if self.reorder:
+            counts = jnp.sum(base & free[None, :], axis=1, dtype=jnp.int32)   # [S]
+            counts = jnp.where(placed, jnp.iinfo(jnp.int32).max, counts)
+            ship = jnp.argmin(counts)                                         # first minimum
+        else:
+            ship = order[step]
+        allowed = base[ship] & free                                           # [N]
+        any_allowed = jnp.any(allowed)
+        allowed = allowed | ~any_allowed  # dead end: any span, the particle is invalid
+        pick = refrng.u32_times_int_high(words[step], jnp.sum(allowed, dtype=jnp.int32))
+        choice = moves.nth_true(allowed, pick).astype(jnp.int32)
+        alive = alive & any_allowed
+        occ = occ | bits[choice]
+        placed = placed.at[ship].set(True)
+        spans = spans.at[ship].set(choice)
+        if self.config.fleet is None:
+            remaining = remaining.at[length[choice]].add(-1)
+    valid = alive & bitboard.contains(occ, obs.hit_bits)
+    return spans, valid
+
+
+class UnpackedProposal(ImportanceSampler):
+    """The importance sampler with `reference_propose` (its packed `base` unpacked)."""
+
+    def _propose(self, words, base, order, hist, obs):
+        n_spans = spans_lib.table_for(self.config).n_spans
+        return reference_propose(self, words, bitboard.unpack(base, n_spans), order, hist, obs)
+
+
+@functools.cache
+def _draws(config, reorder):
+    def draw(sampler, key, obs):
+        state = sampler._draw(key, obs, answer_model(config))
+        return state.spans, state.valid, state.log_weights
+    return (jax.jit(functools.partial(draw, ImportanceSampler(config, 256, reorder))),
+            jax.jit(functools.partial(draw, UnpackedProposal(config, 256, reorder))))
+
+
+@pytest.mark.parametrize("name, reorder", [("paper", True), ("grand", True), ("grand", False)])
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**30), revealed=st.integers(0, 14), misses=st.integers(0, 30),
+       sunk=st.lists(st.booleans(), min_size=4, max_size=4))
+def test_the_packed_proposal_draws_the_particles_of_the_mask_proposal(name, reorder, seed,
+                                                                       revealed, misses, sunk):
+    """256 particles from the same key, with shots on a generated board (in Grand as colours,
+    some ships sunk, the fleet a multiset the proposal consumes), and some misses on its ships:
+    dead ends and invalid particles included. Every span, validity and weight equal."""
+    config = protocol(name)
+    lengths = (2, 3, 4, 5) if config.fleet is None else config.fleet
+    truth = np.asarray(generator.reference_board(config, jnp.asarray(lengths, jnp.int32),
+                                                 jnp.int32(seed + 1))[0])
+    cells = spans_lib.table_for(config).cells[truth]                               # [S, C]
+    rng = np.random.default_rng(seed)
+    on = np.flatnonzero(cells.any(0))
+    hits = rng.choice(on, min(revealed, len(on)), replace=False).tolist()
+    missed = rng.choice(config.n_cells, misses, replace=False).tolist()
+    missed = [c for c in missed if c not in hits]
+    if config.reveal_colour:
+        colour = [sorted(set(hits) & set(np.flatnonzero(c))) for c in cells]
+        obs = observe(config, lengths, misses=missed, colour=colour, sunk=sunk)
+    else:
+        obs = observe(config, lengths, hits=hits, misses=missed)
+    packed, unpacked = _draws(config, reorder)
+    key = jax.random.key(seed)
+    obs = jax.tree.map(jnp.asarray, obs)
+    for got, want in zip(packed(key, obs), unpacked(key, obs)):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

@@ -29,10 +29,12 @@ Weights: `log w = Σ_j ln L(answer_j == any(board ∩ region_j))` with `config.a
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from bsjax.battleship.belief import constraints, moves
 from bsjax.battleship.belief.base import (
@@ -74,6 +76,22 @@ def normalised_weights(log_weights: chex.Array, valid: chex.Array) -> chex.Array
     w = jnp.where(valid & any_valid, jnp.exp(lw - jnp.where(any_valid, top, 0.0)), 0.0)
     total = jnp.sum(w)
     return jnp.where(total > 0, w / jnp.where(total > 0, total, 1.0), 0.0).astype(jnp.float32)
+
+
+@functools.cache
+def _span_words_for(rows: int, cols: int, lengths: tuple[int, ...]):
+    """Host tables of the spans packed 32 to a uint32 word (Nw = ⌈N/32⌉): `[N, Nw]` the spans
+    each span overlaps (itself included), `[L_max + 1, Nw]` the spans of each length, `[Nw]`
+    every span."""
+    table = spans_lib.span_table(rows, cols, lengths)
+    cells = table.cells.astype(np.int32)                                           # [N, C]
+    by_length = table.length[None, :] == np.arange(len(table.count))[:, None]
+    return (bitboard.pack_np(cells @ cells.T > 0), bitboard.pack_np(by_length),
+            bitboard.pack_np(np.ones(table.n_spans, bool)))
+
+
+def _span_words(config: GameConfig):
+    return _span_words_for(config.rows, config.cols, tuple(sorted(config.ship_lengths)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,34 +183,40 @@ class ImportanceSampler(Sampler):
         """One particle by sequential placement. Returns (`[S]` int32 spans, `[]` bool valid).
 
         `words` is `[S]` uint32 randomness: each ship takes the k-th allowed span for a uniform
-        k, one random word per ship instead of a Gumbel draw per span.
+        k, one random word per ship instead of a Gumbel draw per span. `base` is `[S, Nw]`
+        uint32, each ship's allowed spans packed 32 to a word (`_base_masks`): the sets of spans
+        are word operations on `[Nw]` (Nw = ⌈N/32⌉), not `[N]` masks, with the same draws.
         """
-        table = spans_lib.table_for(self.config)
-        bits = jnp.asarray(table.bits)                                            # [N, W]
-        length = jnp.asarray(table.length)                                        # [N]
+        overlap, by_length, every = (jnp.asarray(t) for t in _span_words(self.config))
+        length = jnp.asarray(spans_lib.table_for(self.config).length)             # [N]
         n_ships = base.shape[0]
-        occ = jnp.zeros(bits.shape[1], jnp.uint32)
+        blocked = jnp.zeros(base.shape[1], jnp.uint32)   # spans overlapping a placed ship
+        occ = jnp.zeros(self.config.n_words, jnp.uint32)
         placed = jnp.zeros(n_ships, bool)
         spans = jnp.zeros(n_ships, jnp.int32)
         remaining = hist
         alive = jnp.bool_(True)
         for step in range(n_ships):  # static and tiny (4 ships)
-            free = ~bitboard.intersects(bits, occ[None, :])                      # [N]
+            free = ~blocked                                                       # [Nw]
             if self._tracker:
-                free = free & (remaining[length] > 0)
+                lengths_left = jnp.where((remaining > 0)[:, None], by_length, jnp.uint32(0))
+                free = free & bitboard.union(lengths_left, axis=0)
             if self.reorder:
-                counts = jnp.sum(base & free[None, :], axis=1, dtype=jnp.int32)   # [S]
+                counts = jnp.sum(jnp.bitwise_count(base & free[None, :]), axis=1,
+                                 dtype=jnp.int32)                                  # [S]
                 counts = jnp.where(placed, jnp.iinfo(jnp.int32).max, counts)
                 ship = jnp.argmin(counts)                                         # first minimum
             else:
                 ship = order[step]
-            allowed = base[ship] & free                                           # [N]
-            any_allowed = jnp.any(allowed)
-            allowed = allowed | ~any_allowed  # dead end: any span, the particle is invalid
-            pick = refrng.u32_times_int_high(words[step], jnp.sum(allowed, dtype=jnp.int32))
-            choice = moves.nth_true(allowed, pick).astype(jnp.int32)
+            allowed = base[ship] & free                                           # [Nw]
+            any_allowed = bitboard.any_set(allowed)
+            allowed = jnp.where(any_allowed, allowed, every)  # dead end: any span, invalid
+            n_allowed = jnp.sum(jnp.bitwise_count(allowed), dtype=jnp.int32)
+            pick = refrng.u32_times_int_high(words[step], n_allowed)
+            choice = moves.nth_set_bit(allowed, pick).astype(jnp.int32)
             alive = alive & any_allowed
-            occ = occ | bits[choice]
+            blocked = blocked | overlap[choice]
+            occ = occ | jnp.asarray(spans_lib.table_for(self.config).bits)[choice]
             placed = placed.at[ship].set(True)
             spans = spans.at[ship].set(choice)
             if self._tracker:
@@ -206,7 +230,8 @@ class ImportanceSampler(Sampler):
         hist = self._length_histogram(obs)
         order = jnp.argsort(jnp.sum(base, axis=1, dtype=jnp.int32), stable=True).astype(jnp.int32)
         words = jax.random.bits(key, (self.n_particles, cfg.n_ships), jnp.uint32)
-        spans, valid = jax.vmap(lambda w: self._propose(w, base, order, hist, obs))(words)
+        packed = bitboard.pack(base)                                              # [S, Nw]
+        spans, valid = jax.vmap(lambda w: self._propose(w, packed, order, hist, obs))(words)
         boards = spans_lib.board_bits(cfg, spans)                                 # [P, W]
         log_lik = jax.vmap(lambda b: constraints.answer_log_likelihood(
             cfg, b, obs, likelihood=answers.log_likelihood))(boards)
