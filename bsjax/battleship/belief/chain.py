@@ -87,7 +87,7 @@ def occupancy_counts(config: GameConfig, samples: chex.Array,
                      samples_last: bool = False) -> chex.Array:
     """`[C]` int32 how many of the `[S, N]` samples cover each cell.
 
-    `samples_last` (what a TPU runs): counted from each sample's `[W, N]` bitboard in one
+    `samples_last` (what an accelerator runs): counted from each sample's `[W, N]` bitboard in one
     reduction, with no `[N, C]` array (a TPU's tiles pad C = 64 to 128) nor a stored `[C, S, N]`
     one. The same counts.
     """
@@ -102,8 +102,8 @@ def occupancy_counts(config: GameConfig, samples: chex.Array,
 def samples_consistent(config: GameConfig, samples: chex.Array, obs: Observations,
                        samples_last: bool = False) -> chex.Array:
     """`[N]` bool whether each of the `[S, N]` samples agrees with the shots
-    (`constraints.shot_consistent`). `samples_last` (what a TPU runs): the samples the minor axis
-    of every array (`[N, S, W]` pads W = 2 64-fold there). The same values."""
+    (`constraints.shot_consistent`). `samples_last` (what an accelerator runs): the samples the
+    minor axis of every array (`[N, S, W]` pads W = 2 64-fold on a TPU). The same values."""
     if samples_last:
         return constraints.shot_consistent_lanes(spans_lib.spans_bits_lanes(config, samples),
                                                  obs, config.reveal_colour)

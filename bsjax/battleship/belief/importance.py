@@ -111,8 +111,8 @@ class ImportanceSampler(Sampler):
     reorder: bool = True
 
     name = "importance"
-    # A TPU plays a chip's games in steps of this many (`play.games_per_step`): the fresh draw of
-    # every update compiled in 34-36 s at 16,384 games in steps of 256, 17-22 s in steps of 128.
+    # A TPU plays a chip's games in steps of this many (`play.games_per_step`): at 16,384 games
+    # the fresh draw of every update compiled in 34-36 s in steps of 256, 15-22 s in steps of 128.
     tpu_games_per_step = 128
 
     # ----- public interface -----
@@ -187,11 +187,13 @@ class ImportanceSampler(Sampler):
         uint32, each ship's allowed spans packed 32 to a word (`_base_masks`): the sets of spans
         are word operations on `[Nw]` (Nw = ⌈N/32⌉), not `[N]` masks, with the same draws.
         """
+        table = spans_lib.table_for(self.config)
+        bits = jnp.asarray(table.bits)                                            # [N, W]
+        length = jnp.asarray(table.length)                                        # [N]
         overlap, by_length, every = (jnp.asarray(t) for t in _span_words(self.config))
-        length = jnp.asarray(spans_lib.table_for(self.config).length)             # [N]
         n_ships = base.shape[0]
         blocked = jnp.zeros(base.shape[1], jnp.uint32)   # spans overlapping a placed ship
-        occ = jnp.zeros(self.config.n_words, jnp.uint32)
+        occ = jnp.zeros(bits.shape[1], jnp.uint32)
         placed = jnp.zeros(n_ships, bool)
         spans = jnp.zeros(n_ships, jnp.int32)
         remaining = hist
@@ -216,7 +218,7 @@ class ImportanceSampler(Sampler):
             choice = moves.nth_set_bit(allowed, pick).astype(jnp.int32)
             alive = alive & any_allowed
             blocked = blocked | overlap[choice]
-            occ = occ | jnp.asarray(spans_lib.table_for(self.config).bits)[choice]
+            occ = occ | bits[choice]
             placed = placed.at[ship].set(True)
             spans = spans.at[ship].set(choice)
             if self._tracker:
