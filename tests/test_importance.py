@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import bits, grand_tiny, observe, tiny  # noqa: E402
 
-from bsjax.battleship.belief import constraints, exact, generator, moves
+from bsjax.battleship.belief import constraints, exact, generator, importance, moves
 from bsjax.battleship.belief.base import answer_model
 from bsjax.battleship.belief.importance import ImportanceSampler, normalised_weights
 from bsjax.battleship.config import protocol
@@ -448,7 +448,9 @@ class UnpackedProposal(ImportanceSampler):
 
     def _propose(self, words, base, order, hist, obs):
         n_spans = spans_lib.table_for(self.config).n_spans
-        return reference_propose(self, words, bitboard.unpack(base, n_spans), order, hist, obs)
+        spans, valid = reference_propose(self, words, bitboard.unpack(base, n_spans), order,
+                                         hist, obs)
+        return spans, valid, spans_lib.board_bits(self.config, spans)
 
 
 @functools.cache
@@ -467,8 +469,9 @@ def _draws(config, reorder):
 def test_the_packed_proposal_draws_the_particles_of_the_mask_proposal(name, reorder, seed,
                                                                        revealed, misses, sunk):
     """256 particles from the same key, with shots on a generated board (in Grand as colours,
-    some ships sunk, the fleet a multiset the proposal consumes), and some misses on its ships:
-    dead ends and invalid particles included. Every span, validity and weight equal."""
+    some ships sunk, the fleet a multiset the proposal consumes), some misses on its ships (dead
+    ends and invalid particles included) and four answered questions. Every span, validity and
+    weight equal (the weights from the boards the proposal builds as it places the ships)."""
     config = protocol(name)
     lengths = (2, 3, 4, 5) if config.fleet is None else config.fleet
     truth = np.asarray(generator.reference_board(config, jnp.asarray(lengths, jnp.int32),
@@ -479,13 +482,34 @@ def test_the_packed_proposal_draws_the_particles_of_the_mask_proposal(name, reor
     hits = rng.choice(on, min(revealed, len(on)), replace=False).tolist()
     missed = rng.choice(config.n_cells, misses, replace=False).tolist()
     missed = [c for c in missed if c not in hits]
+    # Answered questions make each particle's weight depend on its board's every cell.
+    questions = [(rng.choice(config.n_cells, 6, replace=False).tolist(), bool(rng.integers(2)))
+                 for _ in range(4)]
     if config.reveal_colour:
         colour = [sorted(set(hits) & set(np.flatnonzero(c))) for c in cells]
-        obs = observe(config, lengths, misses=missed, colour=colour, sunk=sunk)
+        obs = observe(config, lengths, misses=missed, colour=colour, sunk=sunk,
+                      questions=questions)
     else:
-        obs = observe(config, lengths, hits=hits, misses=missed)
+        obs = observe(config, lengths, hits=hits, misses=missed, questions=questions)
     packed, unpacked = _draws(config, reorder)
     key = jax.random.key(seed)
     obs = jax.tree.map(jnp.asarray, obs)
     for got, want in zip(packed(key, obs), unpacked(key, obs)):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("name", ["paper", "grand"])
+def test_a_tpus_particles_last_occupancy_sums_as_the_default(name):
+    """`weighted_occupancy(particles_last=True)` (a TPU's hit probability): the same sums, up
+    to their order, on drawn particles with their unequal weights."""
+    config = protocol(name)
+    lengths = (2, 3, 4, 5) if config.fleet is None else config.fleet
+    obs = jax.tree.map(jnp.asarray, observe(config, lengths, misses=[0, 9, 18, 27],
+                                            questions=[([1, 2, 3, 10, 11], True)]))
+    state = ImportanceSampler(config, 300).init(jax.random.key(3), obs, jnp.int32(0))
+    weights = normalised_weights(state.log_weights, state.valid)
+    assert len(np.unique(np.asarray(weights))) > 1  # the question weighs particles apart
+    first, last = (np.asarray(importance.weighted_occupancy(config, state.spans, weights, flag))
+                   for flag in (False, True))
+    assert first.sum() > 1
+    np.testing.assert_allclose(last, first, rtol=1e-6, atol=1e-7)

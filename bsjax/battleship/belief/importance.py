@@ -94,6 +94,20 @@ def _span_words(config: GameConfig):
     return _span_words_for(config.rows, config.cols, tuple(sorted(config.ship_lengths)))
 
 
+def weighted_occupancy(config: GameConfig, spans: chex.Array, weights: chex.Array,
+                       particles_last: bool = False) -> chex.Array:
+    """`[C]` float32 Σ_p w_p·occ_p of `[P, S]` placements with `[P]` weights, summed at full
+    float32 precision. `particles_last` (what a TPU runs): the occupancy laid out `[C, P]`
+    (`spans.cells_particles_last`; `[P, C]` pads C = 64 to its 128-wide tiles). The same sum, up
+    to its order."""
+    highest = jax.lax.Precision.HIGHEST
+    if particles_last:
+        cells = spans_lib.cells_particles_last(config, spans).astype(jnp.float32)  # [C, P]
+        return jnp.einsum("cp,p->c", cells, weights, precision=highest)
+    cells = spans_lib.board_cells(config, spans).astype(jnp.float32)               # [P, C]
+    return jnp.einsum("p,pc->c", weights, cells, precision=highest)
+
+
 @dataclasses.dataclass(frozen=True)
 class ImportanceSampler(Sampler):
     """Static configuration (hashable; closed over by jit).
@@ -144,8 +158,9 @@ class ImportanceSampler(Sampler):
     def hit_probability(self, state: ImportanceState) -> chex.Array:
         """`[C]` float32 weighted marginal Σ w·occ / Σ w (zeros if no particle is valid)."""
         w = normalised_weights(state.log_weights, state.valid)
-        occ = spans_lib.board_cells(self.config, state.spans).astype(jnp.float32)   # [P, C]
-        p = jnp.einsum("p,pc->c", w, occ, precision=jax.lax.Precision.HIGHEST)
+        p = jax.lax.platform_dependent(
+            state.spans, w, default=functools.partial(weighted_occupancy, self.config),
+            tpu=functools.partial(weighted_occupancy, self.config, particles_last=True))
         return jnp.clip(p, 0.0, 1.0)
 
     # ----- internals -----
@@ -180,7 +195,8 @@ class ImportanceSampler(Sampler):
 
     def _propose(self, words: chex.Array, base: chex.Array, order: chex.Array, hist: chex.Array,
                  obs: Observations) -> tuple[chex.Array, chex.Array]:
-        """One particle by sequential placement. Returns (`[S]` int32 spans, `[]` bool valid).
+        """One particle by sequential placement. Returns (`[S]` int32 spans, `[]` bool valid,
+        `[W]` uint32 its board's bitboard, built as the ships are placed).
 
         `words` is `[S]` uint32 randomness: each ship takes the k-th allowed span for a uniform
         k, one random word per ship instead of a Gumbel draw per span. `base` is `[S, Nw]`
@@ -224,7 +240,7 @@ class ImportanceSampler(Sampler):
             if self._tracker:
                 remaining = remaining.at[length[choice]].add(-1)
         valid = alive & bitboard.contains(occ, obs.hit_bits)
-        return spans, valid
+        return spans, valid, occ
 
     def _draw(self, key: jax.Array, obs: Observations, answers: AnswerModel) -> ImportanceState:
         cfg = self.config
@@ -233,8 +249,8 @@ class ImportanceSampler(Sampler):
         order = jnp.argsort(jnp.sum(base, axis=1, dtype=jnp.int32), stable=True).astype(jnp.int32)
         words = jax.random.bits(key, (self.n_particles, cfg.n_ships), jnp.uint32)
         packed = bitboard.pack(base)                                              # [S, Nw]
-        spans, valid = jax.vmap(lambda w: self._propose(w, packed, order, hist, obs))(words)
-        boards = spans_lib.board_bits(cfg, spans)                                 # [P, W]
+        spans, valid, boards = jax.vmap(
+            lambda w: self._propose(w, packed, order, hist, obs))(words)          # boards [P, W]
         log_lik = jax.vmap(lambda b: constraints.answer_log_likelihood(
             cfg, b, obs, likelihood=answers.log_likelihood))(boards)
         log_weights = jnp.where(valid, log_lik, -jnp.inf).astype(jnp.float32)
