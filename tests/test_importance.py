@@ -513,3 +513,31 @@ def test_a_tpus_particles_last_occupancy_sums_as_the_default(name):
                    for flag in (False, True))
     assert first.sum() > 1
     np.testing.assert_allclose(last, first, rtol=1e-6, atol=1e-7)
+
+
+def test_a_layout_chosen_when_lowered_plays_the_same_games_on_a_cpu():
+    """`layout="lowering"` traces the TPU's particles-last forms (the hit probability and the
+    planners' particles) beside the default ones; lowered for a CPU it plays bayes's games as
+    "auto" does, record for record. An unknown layout is refused."""
+    import dataclasses
+
+    from bsjax.battleship.harness import run_config
+    from bsjax.battleship.harness.loop import BatchRunner
+    from bsjax.battleship.harness.run_config import RunConfig
+
+    cfg = RunConfig(agent="bayes", protocol="grand", sampler="importance", particles=64,
+                    boards="B01,B02", seeds=1)
+    game_config, boards = run_config.validate(cfg)
+    player = run_config.make_player(cfg, game_config)
+    assert player.sampler.layout == "auto"
+    lowered = dataclasses.replace(
+        player, sampler=dataclasses.replace(player.sampler, layout="lowering"))
+    from bsjax.battleship.harness.experiment import game_list
+    games = game_list(boards, cfg.seeds)
+    results = [BatchRunner(p, len(games), reuse=False).play(games, cfg.run_seed)
+               for p in (player, lowered)]
+    np.testing.assert_array_equal(results[0].shots, results[1].shots)
+    for name in ("kind", "cell", "question_id", "outcome", "hit_probability"):
+        np.testing.assert_array_equal(results[0].records[name], results[1].records[name])
+    with pytest.raises(ValueError, match="unknown layout"):
+        ImportanceSampler(game_config, layout="tpu")

@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bsjax.battleship.belief import constraints, moves
+from bsjax.battleship.belief import constraints, mh_kernel, moves
 from bsjax.battleship.belief.base import (
     AnswerModel,
     BeliefInfo,
@@ -118,11 +118,21 @@ class ImportanceSampler(Sampler):
       reorder: True re-picks the most constrained ship after every placement (fewest candidates
         given the ships placed so far); False orders the ships once by their initial candidate
         counts.
+      layout: how the particles are laid out for the hit probability and the planners (the
+        particle sampler's `mh_kernel` modes, `mh_kernel.MODES`): "xla" particles first;
+        "lowering" chosen when the program is lowered, particles last on a TPU (its tiles pad
+        the small minor axes of `[P, ...]` arrays); "auto" "xla" on a CPU host, else "lowering"
+        (how `harness.aot` compiles for a TPU that is not there). The same values either way.
     """
 
     config: GameConfig
     n_particles: int = 1000
     reorder: bool = True
+    layout: str = "auto"
+
+    def __post_init__(self):
+        if self.layout not in ("auto", "lowering", "xla"):
+            raise ValueError(f"unknown layout {self.layout!r} (choose from auto, lowering, xla)")
 
     name = "importance"
     # A TPU plays a chip's games in steps of this many (`play.games_per_step`): at 16,384 games
@@ -158,9 +168,12 @@ class ImportanceSampler(Sampler):
     def hit_probability(self, state: ImportanceState) -> chex.Array:
         """`[C]` float32 weighted marginal Σ w·occ / Σ w (zeros if no particle is valid)."""
         w = normalised_weights(state.log_weights, state.valid)
-        p = jax.lax.platform_dependent(
-            state.spans, w, default=functools.partial(weighted_occupancy, self.config),
-            tpu=functools.partial(weighted_occupancy, self.config, particles_last=True))
+        if mh_kernel.resolve(self.layout) == "xla":
+            p = weighted_occupancy(self.config, state.spans, w)
+        else:
+            p = jax.lax.platform_dependent(
+                state.spans, w, default=functools.partial(weighted_occupancy, self.config),
+                tpu=functools.partial(weighted_occupancy, self.config, particles_last=True))
         return jnp.clip(p, 0.0, 1.0)
 
     # ----- internals -----

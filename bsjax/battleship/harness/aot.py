@@ -90,11 +90,12 @@ def compile_turn_loop(player: Player, games: int, target: str = "h100",
     devices: each is a synchronisation of every device, every turn), and XLA's memory figures
     (bytes, per device and per game). With `sources`, also `launch_sources`: each launch of a
     turn with its source lines (`hlo.loop_launches`), to see which code a kernel is."""
-    if getattr(player.sampler, "mh_kernel", None) == "auto":
-        # Traced on this host's CPU, compiled for `target`: the sampler's kernel is chosen when
-        # the program is lowered, as "auto" does on the device itself.
-        player = dataclasses.replace(
-            player, sampler=dataclasses.replace(player.sampler, mh_kernel="lowering"))
+    for field in ("mh_kernel", "layout"):
+        if getattr(player.sampler, field, None) == "auto":
+            # Traced on this host's CPU, compiled for `target`: the sampler's kernel (or layout)
+            # is chosen when the program is lowered, as "auto" does on the device itself.
+            player = dataclasses.replace(
+                player, sampler=dataclasses.replace(player.sampler, **{field: "lowering"}))
     grid = mesh(target)
     devices = grid.devices.size
     player = player.sharded(devices)

@@ -67,9 +67,10 @@ def summarize_turn(config: GameConfig, view: View, sampler, belief) -> TurnSumma
     hits = jnp.sum(hit_cells, dtype=jnp.int32).astype(jnp.float32)
     total = jnp.sum(view.obs.ship_lengths).astype(jnp.float32)
     best = best_shot(p, unknown)
-    # A sampler that defers its kernels to the lowering (`mh_kernel`) lays its particles out
-    # for the platform too.
-    by_platform = mh_kernel.resolve(getattr(sampler, "mh_kernel", "xla")) != "xla"
+    # A sampler that defers its kernels (`mh_kernel`) or its layout (`layout`: the importance
+    # sampler) to the lowering lays its particles out for the platform too.
+    mode = getattr(sampler, "layout", getattr(sampler, "mh_kernel", "xla"))
+    by_platform = mh_kernel.resolve(mode) != "xla"
     parts = sim.particles(config, *sampler.weighted_particles(belief), by_platform=by_platform)
     return TurnSummary(p, parts, unknown,
                        hit_cells, hits, total, best, sim.shot_values(p[best], hits, total),
