@@ -136,7 +136,8 @@ class ImportanceSampler(Sampler):
 
     name = "importance"
     # A TPU plays a chip's games in steps of this many (`play.games_per_step`): at 16,384 games
-    # the fresh draw of every update compiled in 34-36 s in steps of 256, 15-22 s in steps of 128.
+    # the fresh draw of every update compiled in 34-36 s in steps of 256 (with its proposal's
+    # masks unpacked), 16-27 s in steps of 128 (docs/throughput.md).
     tpu_games_per_step = 128
 
     # ----- public interface -----
