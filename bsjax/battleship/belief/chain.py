@@ -275,12 +275,27 @@ class ChainSampler(Sampler):
 
         From integer counts, so argmax ties break as in the reference's sequential float64 sum.
         """
-        counts = lax.platform_dependent(
+        counts = self._by_platform(
             state.samples, cpu=functools.partial(occupancy_counts, self.config),
             default=functools.partial(occupancy_counts, self.config, samples_last=True))
         return counts.astype(jnp.float32) / jnp.float32(state.samples.shape[1])
 
     # ----- internals -----
+
+    @property
+    def _lowered(self) -> bool:
+        """Whether the layouts are chosen when the program is lowered (`mh_kernel` other than
+        "xla" as traced now: an accelerator, or `harness.aot`); a CPU host traces its own."""
+        return mh_kernel.resolve(self.mh_kernel) != "xla"
+
+    def _by_platform(self, *operands, cpu, default, tpu=None):
+        """`cpu(*operands)` where this host traces for itself, else the branch of the platform
+        the program is lowered for (`lax.platform_dependent`; not tracing the others on a CPU
+        host saves compile time). Every branch computes the same values."""
+        if not self._lowered:
+            return cpu(*operands)
+        return lax.platform_dependent(*operands, cpu=cpu, default=default,
+                                      **({"tpu": tpu} if tpu else {}))
 
     def _step_draws(self, key: jax.Array, n: int, ships: int) -> StepDraws:
         """The randomness of `n` steps, `StepDraws` of `[n]` arrays, drawn in one call rather than
@@ -311,18 +326,19 @@ class ChainSampler(Sampler):
         cfg = self.config
         board_ok = constraints.shot_consistent(spans_lib.spans_bits(cfg, state.board), obs,
                                                cfg.reveal_colour)
-        sample_ok = lax.platform_dependent(
+        sample_ok = self._by_platform(
             state.samples, obs, cpu=functools.partial(samples_consistent, cfg),
             default=functools.partial(samples_consistent, cfg, samples_last=True))
         first = jnp.argmax(sample_ok)
         use_sample = ~board_ok & sample_ok[first]
         found, generated, used = repair.first_consistent_board(
             cfg, self.repair_tries, ~board_ok & ~use_sample, state.board_seed, obs.ship_lengths,
-            obs, self.repair_groups)
+            obs, self.repair_groups, by_platform=self._lowered)
         # A TPU selects the sample by a mask: a gather of a column has it lay the samples out
         # ships-minor, which its tiles pad 32-fold.
-        chosen = lax.platform_dependent(
-            state.samples, first, default=lambda samples, n: samples[:, n],
+        column = lambda samples, n: samples[:, n]  # noqa: E731
+        chosen = self._by_platform(
+            state.samples, first, cpu=column, default=column,
             tpu=lambda samples, n: jnp.sum(
                 jnp.where(jnp.arange(samples.shape[1]) == n, samples, 0), axis=1,
                 dtype=jnp.int32))

@@ -105,7 +105,7 @@ def _search_groups(config: GameConfig, tries: int, groups: int, lanes_per_game: 
 
 
 @functools.cache
-def _search(config: GameConfig, tries: int, groups: int):
+def _search(config: GameConfig, tries: int, groups: int, by_platform: bool):
     """The per-game search (a batch of one), with its batching rule (the pooled search)."""
 
     @custom_vmap
@@ -118,22 +118,29 @@ def _search(config: GameConfig, tries: int, groups: int):
         args = jax.tree.map(
             lambda x, batched: x if batched else jnp.broadcast_to(x, (axis_size, *x.shape)),
             (need, seed, lengths, obs), tuple(in_batched))
-        found = lax.platform_dependent(
-            *args, tpu=functools.partial(_search_groups, config, tries, groups, TPU_LANES_PER_GAME),
-            default=functools.partial(_search_groups, config, tries, groups, LANES_PER_GAME))
+        search = functools.partial(_search_groups, config, tries, groups)
+        if not by_platform:
+            return search(LANES_PER_GAME, *args), (True, True, True)
+        found = lax.platform_dependent(*args, tpu=functools.partial(search, TPU_LANES_PER_GAME),
+                                       default=functools.partial(search, LANES_PER_GAME))
         return found, (True, True, True)
 
     return search
 
 
 def first_consistent_board(config: GameConfig, tries: int, need: jnp.ndarray, seed: jnp.ndarray,
-                           lengths: jnp.ndarray, obs: Observations, groups: int = 1):
+                           lengths: jnp.ndarray, obs: Observations, groups: int = 1,
+                           by_platform: bool = False):
     """For ONE game: the first of `generateBoard(seed + k)`, k < `tries`, consistent with the shots
     of `obs`, when `need`.
+
+    `groups`: the batch's pools (a device's games each); `by_platform`: the lanes a game chosen
+    when the program is lowered (`TPU_LANES_PER_GAME` on a TPU), else `LANES_PER_GAME`.
 
     Returns:
       (`[]` bool found, `[S]` int32 board (valid where found), `[]` int32 tries used: k + 1 of the
       board found, `tries` when none is, 0 when not `need`).
     """
-    return _search(config, tries, groups)(jnp.asarray(need, bool), jnp.asarray(seed, jnp.int32),
-                                  jnp.asarray(lengths, jnp.int32), obs)
+    search = _search(config, tries, groups, by_platform)
+    return search(jnp.asarray(need, bool), jnp.asarray(seed, jnp.int32),
+                  jnp.asarray(lengths, jnp.int32), obs)
