@@ -13,7 +13,7 @@ import pytest
 import bsjax
 from bsjax.battleship import agents as agents_lib
 from bsjax.battleship.agents import GreedyAgent, WMAAgent, make_agent, register_agent
-from bsjax.battleship.config import PAPER
+from bsjax.battleship.config import GRAND, PAPER
 from bsjax.battleship.harness import experiment, run_config
 from bsjax.battleship.harness import params as params_lib
 from bsjax.battleship.harness.run_config import RunConfig
@@ -63,6 +63,19 @@ def test_the_games_are_those_of_bsjax_play_with_the_same_seed(tmp_path):
     np.testing.assert_array_equal(run.games["f1"], res.f1[0])
     np.testing.assert_array_equal(run.games["shots"], res.shots[0])
     assert len(run.events) == int(res.turns.sum()) and run.config["agent"] == "greedy"
+
+
+def test_the_importance_prior_reaches_the_belief_and_the_run(tmp_path):
+    kw = dict(protocol="grand", sampler="importance", boards="B01,B02", seeds=1, particles=64)
+    res = bsjax.play("greedy", prior="uniform", progress=False, **kw)
+    experiment.run(RunConfig(agent="greedy", prior="uniform", **kw), tmp_path / "run")
+    run = bsjax.load_run(tmp_path / "run")
+    np.testing.assert_array_equal(run.games["shots"], res.shots[0])
+    assert run.config["prior"] == "uniform"
+    player = run_config.make_player(RunConfig(agent="greedy", prior="uniform", **kw), GRAND)
+    assert player.sampler.prior == "uniform"
+    with pytest.raises(UsageError, match="unknown --prior 'flat'"):
+        bsjax.play("greedy", prior="flat", progress=False, **kw)
 
 
 def _player(name="mra"):

@@ -198,6 +198,42 @@ def test_proposal_is_not_the_uniform_posterior():
     assert gap.max() > 0.03
 
 
+# ----- the uniform prior: the proposal's probability divided out -----
+
+UNIFORM_CASES = {
+    **{f"paper-{name}": (PAPER5, (3, 2), kw) for name, kw in PAPER_SCENARIOS.items()},
+    **{f"grand-{name}": (GRAND5, (3, 2), kw) for name, kw in GRAND_SCENARIOS.items()},
+    **{f"grand4-{name}": (GRAND4, (2, 3, 2), kw) for name, kw in GRAND4_SCENARIOS.items()},
+}
+
+
+@pytest.mark.parametrize("name", list(UNIFORM_CASES))
+def test_the_uniform_prior_matches_the_exact_posterior(name):
+    config, fleet, kw = UNIFORM_CASES[name]
+    obs = observe(config, fleet, **kw)
+    _, p = sample(ImportanceSampler(config, N_BIG, prior="uniform"), obs)
+    np.testing.assert_allclose(p, exact.hit_probability(config, obs), atol=ATOL)
+
+
+def test_the_uniform_prior_moves_the_default_weights_only_where_it_should():
+    """Same draws, so the same particles; the default's weights are the answer likelihood
+    alone, the uniform prior's add the proposal's log candidate counts (the test has teeth:
+    the two marginals differ where the proposal is not uniform)."""
+    obs = observe(GRAND5, (3, 2), **GRAND_SCENARIOS["colour"])
+    default, p_default = sample(ImportanceSampler(GRAND5, N_SMALL), obs)
+    uniform, p_uniform = sample(ImportanceSampler(GRAND5, N_SMALL, prior="uniform"), obs)
+    np.testing.assert_array_equal(default.spans, uniform.spans)
+    np.testing.assert_array_equal(default.valid, uniform.valid)
+    assert np.abs(p_default - p_uniform).max() > 0.03
+    gap = np.where(default.valid, uniform.log_weights - default.log_weights, 0.0)
+    assert np.all(gap[default.valid] >= 0) and np.ptp(gap[default.valid]) > 0
+
+
+def test_an_unknown_prior_is_refused():
+    with pytest.raises(ValueError, match="unknown prior"):
+        ImportanceSampler(GRAND5, 10, prior="flat")
+
+
 @pytest.mark.parametrize("config, kw", [
     (tiny(5, 5, (3,)), dict(hits=(12,), misses=(11, 2),
                             questions=[((13, 14), True), ((7, 17, 22), False)])),
@@ -450,7 +486,7 @@ class UnpackedProposal(ImportanceSampler):
         n_spans = spans_lib.table_for(self.config).n_spans
         spans, valid = reference_propose(self, words, bitboard.unpack(base, n_spans), order,
                                          hist, obs)
-        return spans, valid, spans_lib.board_bits(self.config, spans)
+        return spans, valid, spans_lib.board_bits(self.config, spans), jnp.float32(0.0)
 
 
 @functools.cache

@@ -37,6 +37,9 @@ GAME_FLAGS = (
      "kernel on a CUDA GPU, XLA loops elsewhere) | xla | pallas | interpret (the fused kernel "
      "in Pallas's interpreter: slow, any backend) | lowering (chosen when the program is "
      "lowered); every choice plays the same games (default auto)"),
+    ("--prior", str, "importance sampler: the prior its weights target: proposal (its "
+     "sequential proposal, as Grand et al.'s FastSampler) | uniform (every placement alike: "
+     "the weights corrected by the proposal's probability) (default proposal)"),
     ("--tau", float, "confidence threshold in [0, 1] (default: the agent's; MRA 0.72)"),
     ("--revision", str, "MRA symbolic revision: on | off (default on)"),
     ("--cooldown", int, "MRA: turns after a revision before the gate may reopen (default 3)"),

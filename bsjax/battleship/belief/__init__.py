@@ -12,10 +12,11 @@ from bsjax.battleship.config import GameConfig
 
 
 def make_sampler(name: str, config: GameConfig, particles: int = 500, reference_rng: bool = False,
-                 sweeps: int = 4, mh_kernel: str = "auto"):
+                 sweeps: int = 4, mh_kernel: str = "auto", prior: str = "proposal"):
     """The sampler called `name` (chain, exact, importance, particles) with `particles` samples;
     `sweeps` (MH sweeps per observation) applies to the particle sampler only, `mh_kernel`
-    (how the MH moves run: `mh_kernel.MODES`) to the particles and the chain. `exact`
+    (how the MH moves run: `mh_kernel.MODES`) to the particles and the chain, `prior` (the
+    prior its weights target: `importance.PRIORS`) to the importance sampler. `exact`
     (`belief.enumerated`) scores every placement and draws `particles` posterior samples; it
     raises ValueError for a config it cannot serve (`enumerated.unsupported`)."""
     if name == "chain":
@@ -27,7 +28,7 @@ def make_sampler(name: str, config: GameConfig, particles: int = 500, reference_
         return ExactSampler(config, n_particles=particles)
     if name == "importance":
         from bsjax.battleship.belief.importance import ImportanceSampler
-        return ImportanceSampler(config, n_particles=particles)
+        return ImportanceSampler(config, n_particles=particles, prior=prior)
     if name == "particles":
         from bsjax.battleship.belief.particles import ParticleSampler
         return ParticleSampler(config, n_particles=particles, sweeps=sweeps, mh_kernel=mh_kernel)

@@ -4,8 +4,10 @@ Every update draws a FRESH set of particles (nothing is carried between turns). 
 built constructively: ships are placed one at a time, most constrained first, each taking a
 uniformly random compatible span drawn with `jax.random.categorical` over masked logits (no
 per-particle rejection loop, docs/conventions.md §4.1, §4.2). Shots are hard constraints of the proposal;
-answers are soft, as likelihood weights. The proposal is treated as the prior with no importance
-correction (it is NOT uniform over configurations), as in the reference.
+answers are soft, as likelihood weights. By default (`prior="proposal"`) the proposal is treated as
+the prior with no importance correction (it is NOT uniform over configurations), as in the
+reference; `prior="uniform"` corrects the weights to the uniform prior over labelled
+configurations, the target of `belief.exact` (below).
 
 Proposal of one particle, for ONE game:
   * ship k's candidate spans: not covering a miss, containing every cell revealed as k
@@ -23,7 +25,13 @@ Proposal of one particle, for ONE game:
     protocol; under the grand protocol every hit has a colour, so this never fires there).
 
 Weights: `log w = Σ_j ln L(answer_j == any(board ∩ region_j))` with `config.answer_likelihood()`
-(`constraints.answer_log_likelihood`), and weight 0 (log -inf) for an invalid particle.
+(`constraints.answer_log_likelihood`), and weight 0 (log -inf) for an invalid particle. With
+`prior="uniform"` each valid particle's weight also carries `Σ_steps ln n_step`, n_step the
+candidates its ship had at that step: the proposal drew the particle with probability
+`Π 1 / n_step` (the order of the ships is a function of the spans placed before, so each
+configuration has one path), and dividing by it leaves the uniform prior. The weights then vary
+more (a smaller ESS for the same P), and the hit probabilities are calibrated against boards
+drawn uniformly (docs/battleship/suites-and-samplers.md).
 """
 
 from __future__ import annotations
@@ -78,6 +86,9 @@ def normalised_weights(log_weights: chex.Array, valid: chex.Array) -> chex.Array
     return jnp.where(total > 0, w / jnp.where(total > 0, total, 1.0), 0.0).astype(jnp.float32)
 
 
+PRIORS = ("proposal", "uniform")
+
+
 @functools.cache
 def _span_words_for(rows: int, cols: int, lengths: tuple[int, ...]):
     """Host tables of the spans packed 32 to a uint32 word (Nw = ⌈N/32⌉): `[N, Nw]` the spans
@@ -123,16 +134,22 @@ class ImportanceSampler(Sampler):
         "lowering" chosen when the program is lowered, particles last on a TPU (its tiles pad
         the small minor axes of `[P, ...]` arrays); "auto" "xla" on a CPU host, else "lowering"
         (how `harness.aot` compiles for a TPU that is not there). The same values either way.
+      prior: the prior the weights target (`PRIORS`): "proposal" the sequential proposal itself
+        (Grand et al.'s `FastSampler`), "uniform" every labelled configuration alike (the
+        weights divided by the proposal's probability of each particle).
     """
 
     config: GameConfig
     n_particles: int = 1000
     reorder: bool = True
     layout: str = "auto"
+    prior: str = "proposal"
 
     def __post_init__(self):
         if self.layout not in ("auto", "lowering", "xla"):
             raise ValueError(f"unknown layout {self.layout!r} (choose from auto, lowering, xla)")
+        if self.prior not in PRIORS:
+            raise ValueError(f"unknown prior {self.prior!r} (choose from {', '.join(PRIORS)})")
 
     name = "importance"
     # A TPU plays a chip's games in steps of this many (`play.games_per_step`): at 16,384 games
@@ -208,9 +225,10 @@ class ImportanceSampler(Sampler):
         return ok
 
     def _propose(self, words: chex.Array, base: chex.Array, order: chex.Array, hist: chex.Array,
-                 obs: Observations) -> tuple[chex.Array, chex.Array]:
+                 obs: Observations) -> tuple[chex.Array, chex.Array, chex.Array, chex.Array]:
         """One particle by sequential placement. Returns (`[S]` int32 spans, `[]` bool valid,
-        `[W]` uint32 its board's bitboard, built as the ships are placed).
+        `[W]` uint32 its board's bitboard, built as the ships are placed, `[]` float32
+        `Σ ln n_step` the log of 1 / its proposal probability, 0 unless `prior="uniform"`).
 
         `words` is `[S]` uint32 randomness: each ship takes the k-th allowed span for a uniform
         k, one random word per ship instead of a Gumbel draw per span. `base` is `[S, Nw]`
@@ -228,6 +246,7 @@ class ImportanceSampler(Sampler):
         spans = jnp.zeros(n_ships, jnp.int32)
         remaining = hist
         alive = jnp.bool_(True)
+        log_candidates = jnp.float32(0.0)
         for step in range(n_ships):  # static and tiny (4 ships)
             free = ~blocked                                                       # [Nw]
             if self._tracker:
@@ -244,6 +263,8 @@ class ImportanceSampler(Sampler):
             any_allowed = bitboard.any_set(allowed)
             allowed = jnp.where(any_allowed, allowed, every)  # dead end: any span, invalid
             n_allowed = jnp.sum(jnp.bitwise_count(allowed), dtype=jnp.int32)
+            if self.prior == "uniform":
+                log_candidates = log_candidates + jnp.log(n_allowed.astype(jnp.float32))
             pick = refrng.u32_times_int_high(words[step], n_allowed)
             choice = moves.nth_set_bit(allowed, pick).astype(jnp.int32)
             alive = alive & any_allowed
@@ -254,7 +275,7 @@ class ImportanceSampler(Sampler):
             if self._tracker:
                 remaining = remaining.at[length[choice]].add(-1)
         valid = alive & bitboard.contains(occ, obs.hit_bits)
-        return spans, valid, occ
+        return spans, valid, occ, log_candidates
 
     def _draw(self, key: jax.Array, obs: Observations, answers: AnswerModel) -> ImportanceState:
         cfg = self.config
@@ -263,14 +284,16 @@ class ImportanceSampler(Sampler):
         order = jnp.argsort(jnp.sum(base, axis=1, dtype=jnp.int32), stable=True).astype(jnp.int32)
         words = jax.random.bits(key, (self.n_particles, cfg.n_ships), jnp.uint32)
         packed = bitboard.pack(base)                                              # [S, Nw]
-        spans, valid, boards = jax.vmap(
+        spans, valid, boards, log_candidates = jax.vmap(
             lambda w: self._propose(w, packed, order, hist, obs))(words)          # boards [P, W]
         log_lik = jax.vmap(lambda b: constraints.answer_log_likelihood(
             cfg, b, obs, likelihood=answers.log_likelihood))(boards)
+        if self.prior == "uniform":
+            log_lik = log_lik + log_candidates
         log_weights = jnp.where(valid, log_lik, -jnp.inf).astype(jnp.float32)
         chex.assert_shape(spans, (self.n_particles, cfg.n_ships))
         return ImportanceState(spans=spans, log_weights=log_weights, valid=valid,
                                answers=answers)
 
 
-__all__ = ["ImportanceSampler", "ImportanceState", "normalised_weights"]
+__all__ = ["PRIORS", "ImportanceSampler", "ImportanceState", "normalised_weights"]

@@ -63,7 +63,8 @@ def _truth_boards(truths, config) -> list[suites.Board]:
 def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
          params: Mapping[str, Any] | None = None, *, protocol: str = "paper",
          suite: str | None = None, truths=None, sampler: str = "particles",
-         particles: int = 500, sweeps: int = 4, mh_kernel: str = "auto", rng: str = "jax",
+         particles: int = 500, sweeps: int = 4, mh_kernel: str = "auto", prior: str = "proposal",
+         rng: str = "jax",
          run_seed: int = 0,
          first_seed: int = 0, rule=None, variant: str | None = None, llm: str = "local",
          batch_size: int | None = None, devices: int | None = None,
@@ -78,8 +79,8 @@ def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
         grid): names as in `agent.default_params()` (`tau`, `cooldown`, `revision`,
         `presets`, `policy.budgets`, a scoring rule's own names, ...) and the belief's
         `answer_noise` (the modelled ε) and `evidence_scale` (κ).
-      protocol, suite, sampler, particles, sweeps, mh_kernel, rng, run_seed: as `bsjax play`'s
-        flags.
+      protocol, suite, sampler, particles, sweeps, mh_kernel, prior, rng, run_seed: as
+        `bsjax play`'s flags.
       truths: `[B, S]` span ids of your own boards (named T0000, ...) instead of `boards`.
       rule: a `planning.scoring.ScoringRule` for an agent that scores questions (by name only).
       variant: "paper" or "improved" for agents that have variants (by name only).
@@ -110,6 +111,7 @@ def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
                                protocol=protocol, suite=suite, boards=boards, seeds=seeds,
                                first_seed=first_seed, sampler=sampler, rng=rng,
                                particles=particles, sweeps=sweeps, mh_kernel=mh_kernel,
+                               prior=prior,
                                run_seed=run_seed, llm=llm,
                                devices=devices)
     if isinstance(agent, str) and name not in agents_lib.AGENTS:
@@ -130,7 +132,7 @@ def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
                                  f"not {protocol!r}")
             belief = (belief_lib.make_sampler(sampler, game_config, particles,
                                               cfg.reference_rng, sweeps=sweeps,
-                                              mh_kernel=mh_kernel)
+                                              mh_kernel=mh_kernel, prior=prior)
                       if instance.needs_belief else None)
             player = Player(game_config, instance, belief, cfg.reference_rng)
             points, trees = params_lib.grid(player, params)

@@ -17,6 +17,7 @@ import jax
 from bsjax.battleship import agents as agents_lib
 from bsjax.battleship import belief as belief_lib
 from bsjax.battleship.belief import mh_kernel
+from bsjax.battleship.belief.importance import PRIORS
 from bsjax.battleship.config import GameConfig, protocol
 from bsjax.battleship.game import suites
 from bsjax.battleship.game.suites import BoardError
@@ -46,6 +47,7 @@ class RunConfig:
     particles: int = 500
     sweeps: int = 4                    # particles sampler: MH sweeps per observation
     mh_kernel: str = "auto"            # particles sampler: auto | xla | pallas | interpret
+    prior: str = "proposal"            # importance sampler: proposal | uniform
     tau: float | None = None           # None: the agent's own default (MRA 0.72)
     revision: str = "on"               # MRA: on | off
     cooldown: int = 3                  # MRA: turns after a revision before the gate may reopen
@@ -101,6 +103,8 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
                          "--sampler chain and --protocol paper")
     if cfg.particles < 1:
         raise UsageError(f"--particles must be at least 1 (got {cfg.particles})")
+    if cfg.prior not in PRIORS:
+        raise UsageError(f"unknown --prior {cfg.prior!r} (choose from {', '.join(PRIORS)})")
     if cfg.mh_kernel not in mh_kernel.MODES:
         raise UsageError(f"unknown --mh-kernel {cfg.mh_kernel!r} "
                          f"(choose from {', '.join(mh_kernel.MODES)})")
@@ -181,7 +185,7 @@ PARAM_FIELDS = ("tau", "revision", "cooldown", "min_delta", "presets", "answer_n
 
 
 _AGENT_PARAMS = ("tau", "revision", "cooldown", "min_delta", "presets")
-_BELIEF_FIELDS = ("sampler", "particles", "sweeps", "mh_kernel", "rng", "answer_noise")
+_BELIEF_FIELDS = ("sampler", "particles", "sweeps", "mh_kernel", "prior", "rng", "answer_noise")
 
 
 def check_applies(cfg: RunConfig, fields: list[str] | None = None) -> None:
@@ -207,6 +211,8 @@ def check_applies(cfg: RunConfig, fields: list[str] | None = None) -> None:
             why = f"agent {cfg.agent!r} keeps no belief"
         elif name == "sweeps" and cfg.sampler != "particles":
             why = f"the {cfg.sampler} sampler makes no sweeps"
+        elif name == "prior" and cfg.sampler != "importance":
+            why = f"the {cfg.sampler} sampler has no proposal to correct"
         elif name == "mh_kernel" and cfg.sampler in ("importance", "exact"):
             why = f"the {cfg.sampler} sampler makes no MH moves"
         elif name == "mh_kernel" and cfg.reference_rng:
@@ -230,7 +236,7 @@ def make_player(cfg: RunConfig, game_config: GameConfig) -> Player:
     if agent.needs_belief:
         sampler = belief_lib.make_sampler(cfg.sampler, game_config, cfg.particles,
                                           cfg.reference_rng, sweeps=cfg.sweeps,
-                                          mh_kernel=cfg.mh_kernel)
+                                          mh_kernel=cfg.mh_kernel, prior=cfg.prior)
     return Player(game_config, agent, sampler, cfg.reference_rng)
 
 
