@@ -13,6 +13,9 @@ modelled answer noise ε = 0.1). The levers:
   uniform span of any length among those that do not overlap the ships before it), each at
   ε = 0.1 and 0.01 (the environment's answers are noiseless);
 - `particles`: P = 8,000 and 32,000 particles instead of 1,000, at ε = 0.1 and 0.01;
+- `unsunk`: the evidence of a ship hit and not sunk, which the proposal leaves out (as Grand's
+  does): such a ship cannot be exactly its revealed cells, else it would have been reported sunk;
+  at ε = 0.1 and 0.01;
 - `conditional`: the question scored by the information it leaves after the next shot's outcome,
   Σ_o P(o) EIG(question | o), o the miss or the colour hit at bayes's MAP cell, mixed with
   bayes's EIG: (1 − μ) EIG + μ EIG(· | o) (μ = 1: the conditional information alone). Bayes
@@ -87,6 +90,17 @@ class GeneratorPrior(ImportanceSampler):
         return state.replace(log_weights=state.log_weights + log_prior)
 
 
+@dataclasses.dataclass(frozen=True)
+class UnsunkEvidence(ImportanceSampler):
+    """The importance belief whose ships hit and not sunk take no span equal to their revealed
+    cells (`belief.exact`'s `unsunk_evidence`)."""
+
+    def _base_masks(self, obs):
+        bits = jnp.asarray(spans_lib.table_for(self.config).bits)                # [N, W]
+        exact = ~bitboard.any_set(bits[None, :, :] ^ obs.colour_bits[:, None, :])  # [S, N]
+        return super()._base_masks(obs) & (obs.sunk[:, None] | ~exact)
+
+
 def _binary_entropy(p):
     p = jnp.clip(p, 1e-7, 1.0 - 1e-7)
     return -(p * jnp.log2(p) + (1.0 - p) * jnp.log2(1.0 - p))
@@ -146,17 +160,17 @@ class ConditionalAgent(bayes.BayesAgent):
         return action, turn.p[cell], state
 
 
-LEVERS = ("prior", "particles", "conditional")
+LEVERS = ("prior", "particles", "unsunk", "conditional")
 
 
-def _with_generator_prior():
-    """`api.play` builds its sampler by name: the generator's prior is swapped in for the
-    importance sampler of these games only."""
+def _with_sampler(cls):
+    """`api.play` builds its sampler by name: `cls` is swapped in for the importance sampler of
+    these games only."""
     make = belief_lib.make_sampler
 
     def make_sampler(name, config, particles=500, *args, **kwargs):
         if name == "importance":
-            return GeneratorPrior(config, n_particles=particles)
+            return cls(config, n_particles=particles)
         return make(name, config, particles, *args, **kwargs)
 
     return mock.patch.object(api.belief_lib, "make_sampler", make_sampler)
@@ -192,11 +206,14 @@ def play(levers=LEVERS) -> None:
     if "prior" in levers:
         sweep("prior", "bayes", noise, lambda e: f"uniform, answer_noise {e:g}", prior="uniform")
         sweep("prior", "bayes", noise, lambda e: f"generator, answer_noise {e:g}",
-              context=_with_generator_prior())
+              context=_with_sampler(GeneratorPrior))
     if "particles" in levers:
         for particles in (8000, 32000):
             sweep("particles", "bayes", noise,
                   lambda e, n=particles: f"P = {n:,}, answer_noise {e:g}", particles=particles)
+    if "unsunk" in levers:
+        sweep("unsunk", "bayes", noise, lambda e: f"unsunk evidence, answer_noise {e:g}",
+              context=_with_sampler(UnsunkEvidence))
     if "conditional" in levers:
         sweep("conditional", ConditionalAgent(GRAND), {"mix": [0.2, 1.0]},
               lambda m: f"mu {m:g}")
@@ -213,7 +230,9 @@ def _merge(path: pathlib.Path, new: pd.DataFrame, levers) -> None:
 
 def table() -> str:
     """The paired table of GAMES and the calibration of SHOTS."""
-    games, shots = pd.read_csv(GAMES), pd.read_csv(SHOTS)
+    order = {lever: i for i, lever in enumerate(("bayes", *LEVERS))}
+    games, shots = (pd.read_csv(path).sort_values("lever", key=lambda s: s.map(order),
+                                                  kind="stable") for path in (GAMES, SHOTS))
     key = ["board", "seed"]
     base = games[(games.lever == BASE[0]) & (games.setting == BASE[1])].set_index(key).sort_index()
     n_games = len(base)

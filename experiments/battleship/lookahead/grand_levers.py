@@ -6,7 +6,8 @@ Grand's boards (colour and sunk feedback, noiseless answers), importance belief 
 P = 1,000, training seed indices 0-11. Every lever is played on the same games as bayes:
 
 - `answer_noise`: the ε of the captain's answer model (bayes's 0.1 is Grand's), lower because
-  the environment's answers are noiseless (one compiled sweep);
+  the environment's answers are noiseless, and higher (a less confident belief asks more; one
+  compiled sweep);
 - `probe`: a question about the one cell bayes is about to shoot ("is there a ship at D4?"),
   asked instead of the shot when its hit probability is below θ and a question is left; a
   noiseless answer turns a possible miss into a question;
@@ -300,7 +301,8 @@ def play(levers=LEVERS) -> None:
 
     if "answer_noise" in levers:
         start = time.time()
-        sweep = api.play("bayes", params={"answer_noise": [0.1, 0.03, 0.01, 0.001]},
+        sweep = api.play("bayes", params={"answer_noise": [0.1, 0.03, 0.01, 0.001, 0.15, 0.2,
+                                                          0.3]},
                          **SETUP).to_pandas()
         for value, frame in sweep.groupby("answer_noise"):
             add("answer_noise", value, frame.drop(columns="answer_noise"), start)
