@@ -29,7 +29,6 @@ belief is (hit rate against p). Writes `grand-belief-216-games.csv.gz`,
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import pathlib
@@ -41,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
+from grand_levers import lever_cli  # the script beside this one
 
 from bsjax.battleship import belief as belief_lib
 from bsjax.battleship.agents import bayes
@@ -268,19 +268,7 @@ def table() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--table-only", action="store_true",
-                        help="rebuild the table from the committed games")
-    parser.add_argument("--levers", default=",".join(LEVERS),
-                        help=f"play only these of {', '.join(LEVERS)} (the others' rows stay)")
-    args = parser.parse_args()
-    levers = tuple(args.levers.split(","))
-    if not set(levers) <= set(LEVERS):
-        raise SystemExit(f"--levers takes some of {', '.join(LEVERS)}")
-    if not args.table_only:
-        play(levers)
-    TABLE.write_text(table())
-    print(TABLE.read_text(), end="")
+    lever_cli(__doc__, LEVERS, play, table, TABLE)
 
 
 if __name__ == "__main__":

@@ -394,20 +394,26 @@ def table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def lever_cli(doc: str, levers, play_levers, make_table, table_path: pathlib.Path) -> None:
+    """The command line of a lever script: play some `levers` (the others' games stay), then
+    write and print the table."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--table-only", action="store_true",
                         help="rebuild the table from the committed games")
-    parser.add_argument("--levers", default=",".join(LEVERS),
-                        help=f"play only these of {', '.join(LEVERS)} (the others' games stay)")
+    parser.add_argument("--levers", default=",".join(levers),
+                        help=f"play only these of {', '.join(levers)} (the others' games stay)")
     args = parser.parse_args()
-    levers = tuple(args.levers.split(","))
-    if not set(levers) <= set(LEVERS):
-        raise SystemExit(f"--levers takes some of {', '.join(LEVERS)}")
+    chosen = tuple(args.levers.split(","))
+    if not set(chosen) <= set(levers):
+        raise SystemExit(f"--levers takes some of {', '.join(levers)}")
     if not args.table_only:
-        play(levers)
-    TABLE.write_text(table())
-    print(TABLE.read_text(), end="")
+        play_levers(chosen)
+    table_path.write_text(make_table())
+    print(table_path.read_text(), end="")
+
+
+def main() -> None:
+    lever_cli(__doc__, LEVERS, play, table, TABLE)
 
 
 if __name__ == "__main__":
