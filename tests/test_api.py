@@ -84,6 +84,39 @@ def _player(name="mra"):
     return Player(PAPER, make_agent(name, PAPER), ParticleSampler(PAPER, 32))
 
 
+def test_calibration_counts_every_shot_once_in_its_bin(tau_sweep):
+    table = tau_sweep.calibration()
+    assert list(table["tau"].unique()) == [0.5, 0.9]
+    for r, (_, point) in enumerate(table.groupby("tau", sort=False)):
+        assert point["shots"].sum() == tau_sweep.shots[r].sum()
+        hits = np.nansum(point["hit_rate"] * point["shots"])
+        assert np.isclose(hits, tau_sweep.hits[r].sum())
+        filled = point[point["shots"] > 0]
+        assert ((filled["mean_p"] >= filled["p_low"]) & (filled["mean_p"] <= filled["p_high"])).all()
+        made = (tau_sweep.shots[r] - tau_sweep.hits[r]).mean()
+        assert np.allclose(point["misses"], made)
+    one = tau_sweep.calibration(bins=(0.0, 1.0))
+    assert list(one["shots"]) == list(tau_sweep.shots.sum(axis=1))
+    mean_p = one["mean_p"].to_numpy()
+    assert np.allclose(one["misses_foretold"], (1 - mean_p) * one["shots"] / 4)
+
+
+def test_calibration_puts_a_bins_edge_in_the_bin_below():
+    res = bsjax.play("greedy", **SMALL)
+    shots = res.records["active"] & (res.records["kind"] == 0)
+    res.records["hit_probability"] = np.where(shots, 0.5, np.nan).astype(np.float32)
+    res.records["hit_probability"][0, 0, np.flatnonzero(shots[0, 0])[:2]] = (0.0, 1.0)
+    table = res.calibration(bins=(0.0, 0.5, 1.0))
+    assert list(table["shots"]) == [int(shots.sum()) - 1, 1]
+
+
+@pytest.mark.parametrize("bins", [(0.5,), (0.0, 0.5, 0.5), (0.2, 1.5), ((0.0, 1.0),)])
+def test_calibration_refuses_bins_that_are_not_edges(bins):
+    res = bsjax.play("greedy", boards="B01", seeds=1, particles=8, progress=False)
+    with pytest.raises(ValueError, match="increasing edges"):
+        res.calibration(bins=bins)
+
+
 def test_a_grid_of_two_axes_and_fixed_values():
     player = _player()
     points, trees = params_lib.grid(player, {"tau": [0.6, 0.8], "cooldown": [1, 3],

@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 
 from bsjax.battleship.harness import events as events_lib
+from bsjax.battleship.types import SHOOT
 from bsjax.core import files, stats
 
 GAME_FIELDS = ("f1", "won", "shots", "hits", "questions", "turns", "llm_calls", "fallbacks")
+CALIBRATION_BINS = (0.0, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0)
 
 
 def f1_scores(hits: np.ndarray, shots: np.ndarray, ship_cells: np.ndarray) -> np.ndarray:
@@ -115,6 +117,39 @@ class Results:
                          "avg_questions": self.questions[r].mean()})
         return pd.DataFrame(rows)
 
+    def calibration(self, bins=CALIBRATION_BINS):
+        """How well the belief's hit probabilities foretold the shots: one row per param point
+        and bin of p, the hit probability of the cell shot when it was shot (bins (lo, hi], the
+        first from 0 inclusive): the shots whose p fell in it, their mean p and the share that
+        hit. A calibrated belief's hit rate is its mean p in every bin; Σ (1 − p) over a point's
+        shots is the misses its belief foretold (`misses_foretold`, a game's mean, beside
+        `misses`, the mean made). Turns without a belief's p (NaN) are left out. Raises
+        ValueError for bins that are not increasing edges in [0, 1]."""
+        import pandas as pd
+        edges = np.asarray(bins, float)
+        if (edges.ndim != 1 or edges.size < 2 or np.any(np.diff(edges) <= 0)
+                or edges[0] < 0 or edges[-1] > 1):
+            raise ValueError(f"bins must be at least two increasing edges in [0, 1] "
+                             f"(got {list(bins)!r})")
+        shot = self.records["active"] & (self.records["kind"] == SHOOT)
+        shot &= np.isfinite(self.records["hit_probability"])
+        n_games = self.f1.shape[1]
+        rows = []
+        for r, point in enumerate(self.points):
+            p = self.records["hit_probability"][r][shot[r]].astype(float)
+            hit = self.records["outcome"][r][shot[r]].astype(bool)
+            which = np.clip(np.searchsorted(edges, p, side="left") - 1, 0, edges.size - 2)
+            common = {k: _plain(v) for k, v in point.items()}
+            foretold, made = (1.0 - p).sum() / n_games, (~hit).sum() / n_games
+            for b in range(edges.size - 1):
+                inside = which == b
+                rows.append({**common, "p_low": edges[b], "p_high": edges[b + 1],
+                             "shots": int(inside.sum()),
+                             "mean_p": p[inside].mean() if inside.any() else np.nan,
+                             "hit_rate": hit[inside].mean() if inside.any() else np.nan,
+                             "misses_foretold": foretold, "misses": made})
+        return pd.DataFrame(rows)
+
     def __repr__(self) -> str:
         n_points, n_games = self.f1.shape
         return (f"Results({self.agent}, {self.sampler or 'no belief'}, {self.protocol}: "
@@ -173,4 +208,4 @@ def load_run(path: str | Path) -> Run:
     return Run(path, study, {row_id: r.summary for row_id, r in runs.items()}, games, events)
 
 
-__all__ = ["GAME_FIELDS", "Results", "Run", "f1_scores", "load_run"]
+__all__ = ["CALIBRATION_BINS", "GAME_FIELDS", "Results", "Run", "f1_scores", "load_run"]
