@@ -23,7 +23,8 @@ P = 1,000, training seed indices 0-11. Every lever is played on the same games a
 - `phase`: one γ while a ship is hit and not yet sunk, another while none is (questions
   asked while a ship is wounded find cells that shots near it would find anyway);
 - `hit_gain`: questions scored by EIG + λ (E[max p | answer] − max p), the gain of the next
-  shot's hit probability added to the information (λ = 1000: the gain alone);
+  shot's hit probability added to the information (λ = 1000: the gain alone; λ of ±0.01 and
+  ±0.1: a small nudge either way among questions of about the same information);
 - `shot_info`: bayes's shot moved to the unshot cell of the largest p + κ I, with I the
   colour information of a hit there (p H(colour | hit)) or, `full`, the whole outcome's
   (H_b(p) + p H(colour | hit)): on Grand's boards a hit tells which ship it is;
@@ -346,7 +347,8 @@ def play(levers=LEVERS) -> None:
     if "hit_gain" in levers:
         start = time.time()
         sweep = api.play(bayes.BayesAgent(GRAND, rule=information_and_hit_gain),
-                         params={"lam": [0.5, 2.0, 8.0, 1000.0]}, **SETUP).to_pandas()
+                         params={"lam": [0.5, 2.0, 8.0, 1000.0, -0.1, -0.01, 0.01, 0.1]},
+                         **SETUP).to_pandas()
         for value, frame in sweep.groupby("lam"):
             add("hit_gain: lambda", value, frame.drop(columns="lam"), start)
     if "shot_info" in levers:
