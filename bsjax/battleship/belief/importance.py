@@ -101,7 +101,10 @@ def _span_words_for(rows: int, cols: int, lengths: tuple[int, ...]):
             bitboard.pack_np(np.ones(table.n_spans, bool)))
 
 
-def _span_words(config: GameConfig):
+def span_words(config: GameConfig):
+    """The config's span tables packed 32 spans to a word (host numpy): (`[N, Nw]` the spans
+    each span overlaps, itself included; `[L_max + 1, Nw]` the spans of each length; `[Nw]`
+    every span). The proposal's sets of spans are words of these."""
     return _span_words_for(config.rows, config.cols, tuple(sorted(config.ship_lengths)))
 
 
@@ -238,7 +241,7 @@ class ImportanceSampler(Sampler):
         table = spans_lib.table_for(self.config)
         bits = jnp.asarray(table.bits)                                            # [N, W]
         length = jnp.asarray(table.length)                                        # [N]
-        overlap, by_length, every = (jnp.asarray(t) for t in _span_words(self.config))
+        overlap, by_length, every = (jnp.asarray(t) for t in span_words(self.config))
         n_ships = base.shape[0]
         blocked = jnp.zeros(base.shape[1], jnp.uint32)   # spans overlapping a placed ship
         occ = jnp.zeros(bits.shape[1], jnp.uint32)
@@ -296,4 +299,4 @@ class ImportanceSampler(Sampler):
                                answers=answers)
 
 
-__all__ = ["PRIORS", "ImportanceSampler", "ImportanceState", "normalised_weights"]
+__all__ = ["PRIORS", "ImportanceSampler", "ImportanceState", "normalised_weights", "span_words"]

@@ -44,7 +44,7 @@ from grand_levers import lever_cli  # the script beside this one
 
 from bsjax.battleship import belief as belief_lib
 from bsjax.battleship.agents import bayes
-from bsjax.battleship.belief.importance import ImportanceSampler, _span_words
+from bsjax.battleship.belief.importance import ImportanceSampler, span_words
 from bsjax.battleship.config import GRAND
 from bsjax.battleship.game import bitboard
 from bsjax.battleship.game import spans as spans_lib
@@ -75,7 +75,7 @@ class GeneratorPrior(ImportanceSampler):
 
     def _draw(self, key, obs, answers):
         state = super()._draw(key, obs, answers)
-        overlap, _, every = (jnp.asarray(t) for t in _span_words(self.config))
+        overlap, _, every = (jnp.asarray(t) for t in span_words(self.config))
 
         def log_generator(spans):                                              # [S] -> []
             blocked = jnp.zeros_like(every)
