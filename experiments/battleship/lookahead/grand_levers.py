@@ -376,8 +376,11 @@ def play(levers=LEVERS) -> None:
 
 
 def table() -> str:
-    """The paired table of GAMES (bayes: answer_noise 0.1)."""
+    """The paired table of GAMES (bayes: answer_noise 0.1), the levers in `LEVERS` order."""
+    order = {lever: i for i, lever in enumerate(LEVERS)}
     games = pd.read_csv(GAMES)
+    games = games.sort_values("lever", key=lambda s: s.str.split(":").str[0].map(order),
+                              kind="stable")
     key = ["board", "seed"]
     base = games[(games.lever == "answer_noise") & np.isclose(games.value, 0.1)]
     base = base.set_index(key).sort_index()
