@@ -18,6 +18,7 @@ from bsjax.battleship.harness import experiment, run_config
 from bsjax.battleship.harness import params as params_lib
 from bsjax.battleship.harness.run_config import RunConfig
 from bsjax.core.errors import UsageError
+from bsjax.core.stats import paired_bootstrap
 
 SMALL = dict(boards="B01,B02", seeds=2, particles=32, progress=False)
 
@@ -82,6 +83,23 @@ def _player(name="mra"):
     from bsjax.battleship.belief.particles import ParticleSampler
     from bsjax.battleship.harness.player import Player
     return Player(PAPER, make_agent(name, PAPER), ParticleSampler(PAPER, 32))
+
+
+def test_compare_pairs_each_point_with_the_baselines_games(tau_sweep):
+    table = tau_sweep.compare(tau_sweep, baseline_point=0)
+    assert list(table["tau"]) == [0.5, 0.9] and list(table["n_paired"]) == [4, 4]
+    assert table.loc[0, ["delta_f1", "delta_f1_low", "delta_f1_high"]].tolist() == [0, 0, 0]
+    expected = paired_bootstrap(tau_sweep.f1[1], tau_sweep.f1[0])
+    assert np.isclose(table.loc[1, "delta_f1"], expected.mean)
+    assert np.isclose(table.loc[1, "delta_f1_low"], expected.low)
+    # Paired by board and seed, not by position: the baseline's games in another order.
+    one_board = bsjax.play("mra", params={"tau": 0.5}, **{**SMALL, "boards": "B02"})
+    half = tau_sweep.compare(one_board)
+    assert list(half["n_paired"]) == [2, 2] and half.loc[0, "delta_f1"] == 0
+    none = tau_sweep.compare(bsjax.play("mra", **{**SMALL, "boards": "B03"}))
+    assert list(none["n_paired"]) == [0, 0] and none["delta_f1"].isna().all()
+    with pytest.raises(ValueError, match="baseline_point"):
+        tau_sweep.compare(tau_sweep, baseline_point=2)
 
 
 def test_calibration_counts_every_shot_once_in_its_bin(tau_sweep):

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from bsjax.battleship.harness import events as events_lib
+from bsjax.battleship.harness import summaries
 from bsjax.battleship.types import SHOOT
 from bsjax.core import files, stats
 
@@ -116,6 +117,30 @@ class Results:
                          "win_rate_ci_high": high, "avg_shots": self.shots[r].mean(),
                          "avg_questions": self.questions[r].mean()})
         return pd.DataFrame(rows)
+
+    def compare(self, baseline: Results, baseline_point: int = 0):
+        """Every param point against point `baseline_point` of `baseline` (another agent, belief
+        or sweep; or this one), paired over the games both played, a game being its board and
+        seed index: one row per point, its params, `n_paired`, `delta_f1` (point − baseline)
+        with its 95% paired bootstrap interval (`delta_f1_low`, `delta_f1_high`), the games
+        only one of the two completed, the completion difference and McNemar's exact p. With no
+        game in common every value but `n_paired` is None. Raises ValueError for a baseline
+        point that does not exist."""
+        import pandas as pd
+        n_base = len(baseline.points)
+        if isinstance(baseline_point, bool) or not 0 <= baseline_point < n_base:
+            raise ValueError(f"baseline_point must index one of the baseline's {n_base} "
+                             f"point(s) (got {baseline_point!r})")
+        base = baseline._game_rows(baseline_point)
+        return pd.DataFrame([
+            {**{k: _plain(v) for k, v in point.items()},
+             **summaries.compare_paired(self._game_rows(r), base)}
+            for r, point in enumerate(self.points)])
+
+    def _game_rows(self, point: int) -> list[dict]:
+        return [{"board": b, "seed": s, "f1": float(f1), "won": bool(won)}
+                for b, s, f1, won in zip(self.boards, self.seeds, self.f1[point],
+                                         self.won[point])]
 
     def calibration(self, bins=CALIBRATION_BINS):
         """How well the belief's hit probabilities foretold the shots: one row per param point
