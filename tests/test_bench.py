@@ -63,6 +63,18 @@ def test_plot_only_and_markdown(tiny_run, capsys):
     assert "ms per turn" in capsys.readouterr().out
 
 
+def test_an_importance_prior_is_a_series_of_its_own():
+    from bsjax.battleship.harness import bench
+    row = {"agent": "bayes", "sampler": "importance", "particles": 1000, "games": 54,
+           "games_per_second": 10.0, "compile_seconds": 1.0, "device": "cpu:0", "devices": 1}
+    rows = [row, row | {"prior": "proposal", "games": 108}, row | {"prior": "uniform"}]
+    assert list(bench.series(rows)) == [("bayes", "importance", 1000, "cpu:0", 1),
+                                        ("bayes", "importance, uniform prior", 1000, "cpu:0", 1)]
+    table = bench.markdown_table(rows)
+    assert "| bayes | `importance` | 1000 | 10.0 | 10.0 |" in table
+    assert "| bayes | `importance, uniform prior` | 1000 | 10.0 |  |" in table
+
+
 def test_bad_input_measures_nothing(tmp_path, capsys):
     throughput = _load("throughput")
     assert throughput.main(["--agents", "nobody", "--out", str(tmp_path)]) == 2

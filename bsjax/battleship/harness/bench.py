@@ -86,7 +86,8 @@ def bench(cfg: run_config.RunConfig, games: int, repeats: int = 1,
         "ms_per_turn": round(1000 * seconds / max(turn_steps, 1), 3),
         "repeats": len(times), "all_seconds": [round(t, 6) for t in times],
         "timestamp": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-    } | ({"profile_error": profile_error} if profile_error else {})
+    } | ({"prior": cfg.prior} if sampler == "importance" else {}) | (
+        {"profile_error": profile_error} if profile_error else {})
 
 
 def _profile(runner: BatchRunner, specs, run_seed: int, profile_dir: Path,
@@ -125,8 +126,12 @@ def load_rows(path: str | Path) -> list[dict]:
 
 
 def series_key(row: dict) -> tuple:
-    """What one line of a plot (one row of a table) stands for."""
-    return (row["agent"], row.get("sampler"), row.get("particles") if row.get("sampler") else None,
+    """What one line of a plot (one row of a table) stands for. An importance belief with
+    another prior than its proposal is a sampler of its own ("importance, uniform prior")."""
+    sampler = row.get("sampler")
+    if sampler and row.get("prior", "proposal") != "proposal":
+        sampler = f"{sampler}, {row['prior']} prior"
+    return (row["agent"], sampler, row.get("particles") if sampler else None,
             row.get("device", "?"), row.get("devices", 1))
 
 
