@@ -10,11 +10,11 @@ and, from it, `grand-540-table.md` beside this file (ΔF1 by `bsjax.core.stats.p
 
 from __future__ import annotations
 
-import argparse
 import pathlib
 import time
 
 import pandas as pd
+from grand_levers import table_cli  # the script beside this one
 
 from bsjax.battleship.harness import api
 from bsjax.core.stats import paired_bootstrap
@@ -56,13 +56,7 @@ def table() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--table-only", action="store_true",
-                        help="rebuild the table from the committed games; play nothing")
-    if not parser.parse_args().table_only:
-        play()
-    TABLE.write_text(table())
-    print(TABLE.read_text(), end="")
+    table_cli(__doc__, play, table, TABLE)
 
 
 if __name__ == "__main__":

@@ -399,6 +399,18 @@ def table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def table_cli(doc: str, play_all, make_table, table_path: pathlib.Path) -> None:
+    """The command line of a script with one table: play (unless `--table-only`), then write
+    and print the table."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--table-only", action="store_true",
+                        help="rebuild the table from the committed games; play nothing")
+    if not parser.parse_args().table_only:
+        play_all()
+    table_path.write_text(make_table())
+    print(table_path.read_text(), end="")
+
+
 def lever_cli(doc: str, levers, play_levers, make_table, table_path: pathlib.Path) -> None:
     """The command line of a lever script: play some `levers` (the others' games stay), then
     write and print the table."""
