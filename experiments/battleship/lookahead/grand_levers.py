@@ -5,6 +5,8 @@
 Grand's boards (colour and sunk feedback, noiseless answers), importance belief with
 P = 1,000, training seed indices 0-11. Every lever is played on the same games as bayes:
 
+- `run_seed`: no lever, bayes itself with run seeds 1-5 (other random draws on the same boards
+  and seeds): how far a row may stray from bayes's by chance alone;
 - `answer_noise`: the ε of the captain's answer model (bayes's 0.1 is Grand's), lower because
   the environment's answers are noiseless, and higher (a less confident belief asks more; one
   compiled sweep);
@@ -25,14 +27,18 @@ P = 1,000, training seed indices 0-11. Every lever is played on the same games a
 - `hit_gain`: questions scored by EIG + λ (E[max p | answer] − max p), the gain of the next
   shot's hit probability added to the information (λ = 1000: the gain alone; λ of ±0.01 and
   ±0.1: a small nudge either way among questions of about the same information);
+- `occupancy`: questions scored by EIG + λ U, with U the expected drop of the unknown cells'
+  occupancy uncertainty (Σ H_b(p), Σ min(p, 1 − p), or the cells with 0.1 < p < 0.9): bits
+  about where the ships are rather than which is which, since a hit's colour tells that;
 - `shot_info`: bayes's shot moved to the unshot cell of the largest p + κ I, with I the
   colour information of a hit there (p H(colour | hit)) or, `full`, the whole outcome's
   (H_b(p) + p H(colour | hit)): on Grand's boards a hit tells which ship it is;
 - `questions`: the question budget raised from 15 to 25, 40 and 64, at γ 0.95 and 1.0 (not a
   captain for Grand's game, which allows 15: how much more questions would be worth).
 
-Writes `grand-levers-216-games.csv.gz` and `grand-levers-216-table.md` beside this file
-(ΔF1 by `bsjax.core.stats.paired_bootstrap`); `--table-only` rebuilds the table.
+The captains are in `lever_agents.py` beside this script. Writes `grand-levers-216-games.csv.gz`
+and `grand-levers-216-table.md` beside this file (ΔF1 by `bsjax.core.stats.paired_bootstrap`);
+`--table-only` rebuilds the table.
 """
 
 from __future__ import annotations
@@ -43,19 +49,23 @@ import pathlib
 import time
 from unittest import mock
 
-import chex
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
+from lever_agents import (  # the module beside this script
+    LinesAgent,
+    OccupancyAgent,
+    PhaseAgent,
+    PressureAgent,
+    ProbeAgent,
+    ShotInfoAgent,
+    WidePoolAgent,
+    information_and_hit_gain,
+)
 
 from bsjax.battleship import config
 from bsjax.battleship.agents import bayes
 from bsjax.battleship.config import GRAND
-from bsjax.battleship.game import bitboard
-from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.harness import api
-from bsjax.battleship.planning import eig, scoring
-from bsjax.battleship.types import ASK, SHOOT, Action
 from bsjax.core.stats import paired_bootstrap
 
 HERE = pathlib.Path(__file__).parent
@@ -65,232 +75,8 @@ SETUP = dict(protocol="grand", sampler="importance", particles=1000, boards="all
              batch_size=54, progress=False)
 
 
-@chex.dataclass(frozen=True)
-class ProbeParams:
-    """bayes's params and θ `[]` float32: probe a shot's cell when its p is below θ."""
-
-    gamma: chex.Array
-    scoring: dict
-    probe: chex.Array
-
-
-@dataclasses.dataclass(frozen=True)
-class ProbeAgent(bayes.BayesAgent):
-    """bayes, but a shot whose hit probability is below `probe` becomes a question about its
-    cell while questions are left (bayes's own questions are kept)."""
-
-    name = "bayes-probe"
-
-    def default_params(self) -> ProbeParams:
-        base = super().default_params()
-        return ProbeParams(gamma=base.gamma, scoring=base.scoring, probe=jnp.float32(0.0))
-
-    def decide(self, key, params, view, sampler, belief, state):
-        action, p_cell, state = super().decide(
-            key, bayes.BayesParams(gamma=params.gamma, scoring=params.scoring), view, sampler,
-            belief, state)
-        cell_bits = bitboard.single(action.cell, self.config.n_words)
-        probe = ((action.kind == SHOOT) & (p_cell < params.probe) & view.can_ask
-                 & ~bayes.already_asked(cell_bits[None], view)[0])
-        return Action(kind=jnp.where(probe, ASK, action.kind).astype(jnp.int32),
-                      cell=action.cell, question_id=jnp.where(probe, -1, action.question_id),
-                      question_bits=jnp.where(probe, cell_bits, action.question_bits)
-                      ), p_cell, state
-
-
-def rectangles(max_cells: int) -> np.ndarray:
-    """`[R, W]` uint32: every axis-aligned rectangle of the 8 × 8 board of at most `max_cells`."""
-    masks = []
-    for r0 in range(8):
-        for r1 in range(r0, 8):
-            for c0 in range(8):
-                for c1 in range(c0, 8):
-                    if (r1 - r0 + 1) * (c1 - c0 + 1) <= max_cells:
-                        mask = np.zeros((8, 8), bool)
-                        mask[r0:r1 + 1, c0:c1 + 1] = True
-                        masks.append(mask.ravel())
-    return bitboard.pack_np(np.array(masks))
-
-
-def widened_pool(extra):
-    """bayes's `candidate_regions` with the `[R, W]` regions `extra(hit_cells, unknown)`
-    appended (template index -1)."""
-    dsl = bayes.candidate_regions
-
-    def pool(config, hit_cells, unknown):
-        regions, template = dsl(config, hit_cells, unknown)
-        more = extra(hit_cells, unknown)
-        return (jnp.concatenate([regions, more]),
-                jnp.concatenate([template, jnp.full(more.shape[0], -1, jnp.int32)]))
-    return pool
-
-
-@dataclasses.dataclass(frozen=True)
-class WidePoolAgent(bayes.BayesAgent):
-    """bayes whose candidate questions also hold every rectangle of at most `max_cells` cells
-    (a static field: each pool is its own program)."""
-
-    max_cells: int = 9
-    name = "bayes-wide-pool"
-
-    def decide(self, key, params, view, sampler, belief, state):
-        # bayes's decide reads the module's pool function when it is traced.
-        fixed = jnp.asarray(rectangles(self.max_cells))
-        with mock.patch.object(bayes, "candidate_regions", widened_pool(lambda *_: fixed)):
-            return super().decide(key, params, view, sampler, belief, state)
-
-
-def line_masks(rows: int, cols: int, reach: int) -> np.ndarray:
-    """`[2 C, C]` bool: for each anchor cell, the cells within `reach` of it along its row, then
-    along its column (the anchor left out)."""
-    masks = np.zeros((2, rows * cols, rows * cols), bool)
-    for row in range(rows):
-        for col in range(cols):
-            for step in [s * d for d in range(1, reach + 1) for s in (-1, 1)]:
-                if 0 <= col + step < cols:
-                    masks[0, row * cols + col, row * cols + col + step] = True
-                if 0 <= row + step < rows:
-                    masks[1, row * cols + col, (row + step) * cols + col] = True
-    return masks.reshape(-1, rows * cols)
-
-
-@dataclasses.dataclass(frozen=True)
-class LinesAgent(bayes.BayesAgent):
-    """bayes whose candidate questions also hold, for every hit cell, its unshot neighbours along
-    its row and along its column within `reach` (a static field)."""
-
-    reach: int = 1
-    name = "bayes-lines"
-
-    def decide(self, key, params, view, sampler, belief, state):
-        masks = np.concatenate([line_masks(self.config.rows, self.config.cols, r)
-                                for r in range(1, self.reach + 1)])               # [R, C]
-        anchors = np.arange(masks.shape[0]) % self.config.n_cells
-
-        def lines(hit_cells, unknown):
-            return bitboard.pack(jnp.asarray(masks) & unknown[None, :] & hit_cells[anchors][:, None])
-
-        with mock.patch.object(bayes, "candidate_regions", widened_pool(lines)):
-            return super().decide(key, params, view, sampler, belief, state)
-
-
-@chex.dataclass(frozen=True)
-class PressureParams:
-    """bayes's params, β `[]` float32 and ρ0 `[]` float32: γ + β (ρ − ρ0) is the turn's γ."""
-
-    gamma: chex.Array
-    scoring: dict
-    beta: chex.Array
-    rho0: chex.Array
-
-
-def questions_per_unhit_cell(config, view) -> jnp.ndarray:
-    """ρ `[]` float32: the questions left per ship cell not yet hit (at least one cell)."""
-    hits = jnp.sum(bitboard.unpack(view.obs.hit_bits, config.n_cells), dtype=jnp.int32)
-    unhit = jnp.maximum(jnp.sum(view.obs.ship_lengths) - hits, 1).astype(jnp.float32)
-    return view.questions_left.astype(jnp.float32) / unhit
-
-
-@dataclasses.dataclass(frozen=True)
-class PressureAgent(bayes.BayesAgent):
-    """bayes whose ask threshold moves with ρ, the questions left per ship cell not yet hit:
-    more eager with questions to spare, more sparing when they run short."""
-
-    name = "bayes-pressure"
-
-    def default_params(self) -> PressureParams:
-        base = super().default_params()
-        return PressureParams(gamma=base.gamma, scoring=base.scoring, beta=jnp.float32(0.0),
-                              rho0=jnp.float32(1.2))
-
-    def decide(self, key, params, view, sampler, belief, state):
-        gamma = params.gamma + params.beta * (questions_per_unhit_cell(self.config, view)
-                                              - params.rho0)
-        return super().decide(key, bayes.BayesParams(gamma=gamma, scoring=params.scoring), view,
-                              sampler, belief, state)
-
-
-@chex.dataclass(frozen=True)
-class PhaseParams:
-    """bayes's params (γ: no ship wounded) and γ_wounded `[]` float32: a ship hit, not sunk."""
-
-    gamma: chex.Array
-    scoring: dict
-    gamma_wounded: chex.Array
-
-
-@dataclasses.dataclass(frozen=True)
-class PhaseAgent(bayes.BayesAgent):
-    """bayes with its ask threshold γ_wounded while a ship is hit and not yet sunk."""
-
-    name = "bayes-phase"
-
-    def default_params(self) -> PhaseParams:
-        base = super().default_params()
-        return PhaseParams(gamma=base.gamma, scoring=base.scoring, gamma_wounded=base.gamma)
-
-    def decide(self, key, params, view, sampler, belief, state):
-        wounded = jnp.any(bitboard.any_set(view.obs.colour_bits) & ~view.obs.sunk)
-        gamma = jnp.where(wounded, params.gamma_wounded, params.gamma)
-        return super().decide(key, bayes.BayesParams(gamma=gamma, scoring=params.scoring), view,
-                              sampler, belief, state)
-
-
-@chex.dataclass(frozen=True)
-class ShotInfoParams:
-    """bayes's params, κ `[]` float32 the weight of a shot's information and full `[]` float32
-    (> 0: the whole outcome's entropy; else the colour's alone)."""
-
-    gamma: chex.Array
-    scoring: dict
-    kappa: chex.Array
-    full: chex.Array
-
-
-def entropy_bits(probabilities: jnp.ndarray, axis: int = 0) -> jnp.ndarray:
-    """Σ −q log2 q over `axis`, 0 log 0 = 0."""
-    safe = jnp.where(probabilities > 0, probabilities, 1.0)
-    return -jnp.sum(probabilities * jnp.log2(safe), axis=axis)
-
-
-@dataclasses.dataclass(frozen=True)
-class ShotInfoAgent(bayes.BayesAgent):
-    """bayes whose shot goes to the unshot cell of the largest p + κ I (κ = 0: bayes's MAP cell);
-    its questions are bayes's."""
-
-    name = "bayes-shot-info"
-
-    def default_params(self) -> ShotInfoParams:
-        base = super().default_params()
-        return ShotInfoParams(gamma=base.gamma, scoring=base.scoring, kappa=jnp.float32(0.0),
-                              full=jnp.float32(0.0))
-
-    def decide(self, key, params, view, sampler, belief, state):
-        action, p_cell, state = super().decide(
-            key, bayes.BayesParams(gamma=params.gamma, scoring=params.scoring), view, sampler,
-            belief, state)
-        spans, weights = sampler.weighted_particles(belief)                  # [P, S], [P]
-        ship_cells = jnp.asarray(spans_lib.table_for(self.config).cells)[spans]   # [P, S, C]
-        by_ship = jnp.einsum("p,psc->sc", weights / jnp.sum(weights),
-                             ship_cells.astype(jnp.float32))                  # [S, C]
-        p = jnp.sum(by_ship, axis=0)
-        colour = p * entropy_bits(by_ship / jnp.maximum(p, 1e-9))
-        info = jnp.where(params.full > 0, eig.binary_entropy(p) + colour, colour)
-        cell = jnp.argmax(jnp.where(view.legal_shots, p + params.kappa * info, -jnp.inf))
-        cell = jnp.where(action.kind == SHOOT, cell, action.cell).astype(jnp.int32)
-        return action._replace(cell=cell), p_cell, state
-
-
-@scoring.scoring_rule(lam=0.0)
-def information_and_hit_gain(q: scoring.QuestionFeatures, params) -> jnp.ndarray:
-    """EIG + λ (E_a[max p | a] − max p now): `[K]` values."""
-    after = q.p_yes * q.best_after[:, 0] + (1.0 - q.p_yes) * q.best_after[:, 1]
-    gain = after - jnp.max(jnp.where(q.unknown, q.p, 0.0))
-    return eig.expected_information_gain(q.p_yes, q.epsilon) + params["lam"] * gain
-
-
-LEVERS = ("answer_noise", "probe", "pool", "lines", "gamma_noise", "pressure", "phase",
-          "hit_gain", "shot_info", "questions")
+LEVERS = ("run_seed", "answer_noise", "probe", "pool", "lines", "gamma_noise", "pressure",
+          "phase", "hit_gain", "occupancy", "shot_info", "questions")
 
 
 def play(levers=LEVERS) -> None:
@@ -300,6 +86,11 @@ def play(levers=LEVERS) -> None:
     def add(lever, value, frame, start):
         frames.append(frame.assign(lever=lever, value=value, wall_s=round(time.time() - start)))
 
+    if "run_seed" in levers:
+        for run_seed in range(1, 6):
+            start = time.time()
+            frame = api.play("bayes", **SETUP, run_seed=run_seed).to_pandas()
+            add("run_seed: bayes itself, run seed", run_seed, frame, start)
     if "answer_noise" in levers:
         start = time.time()
         sweep = api.play("bayes", params={"answer_noise": [0.1, 0.03, 0.01, 0.001, 0.15, 0.2,
@@ -351,6 +142,15 @@ def play(levers=LEVERS) -> None:
                          **SETUP).to_pandas()
         for value, frame in sweep.groupby("lam"):
             add("hit_gain: lambda", value, frame.drop(columns="lam"), start)
+    if "occupancy" in levers:
+        start = time.time()
+        sweep = api.play(OccupancyAgent(GRAND),
+                         params={"lam": [0.003, 0.01, 0.03, 0.1, 1.0, 1000.0],
+                                 "uncertainty": [0.0, 1.0, 2.0]}, **SETUP).to_pandas()
+        names = {0.0: "entropy", 1.0: "min(p, 1-p)", 2.0: "undecided cells"}
+        for (kind, lam), frame in sweep.groupby(["uncertainty", "lam"]):
+            add(f"occupancy: {names[kind]}, lambda", lam,
+                frame.drop(columns=["uncertainty", "lam"]), start)
     if "shot_info" in levers:
         start = time.time()
         sweep = api.play(ShotInfoAgent(GRAND), params={"kappa": [0.02, 0.05, 0.15, 0.4],

@@ -25,7 +25,7 @@ import chex
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
-from grand_levers import questions_per_unhit_cell  # this folder (on sys.path when run)
+from lever_agents import questions_per_unhit_cell  # this folder (on sys.path when run)
 
 from bsjax.battleship.agents.lookahead import LookaheadAgent, LookaheadParams
 from bsjax.battleship.config import PAPER
