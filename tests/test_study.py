@@ -90,8 +90,8 @@ def test_sweep_values(param, spec, expected):
 
 
 @pytest.mark.parametrize("param, spec, message", [
-    ("colour", "1,2", "cannot sweep"),
     ("devices", "1,2", "cannot sweep"),
+    ("params", "1,2", "cannot sweep"),
     ("tau", "1:0:0.1", "lo <= hi"),
     ("tau", "0:1:0", "step > 0"),
     ("tau", "0:1", "lo:hi:step"),
@@ -102,6 +102,15 @@ def test_sweep_values(param, spec, expected):
 def test_bad_sweep_values(param, spec, message):
     with pytest.raises(UsageError, match=message):
         study_lib.parse_values(param, spec)
+
+
+@pytest.mark.parametrize("agent, param", [("greedy", "colour"), ("greedy", "gamma"),
+                                          ("bayes", "gama")])
+def test_a_sweep_of_a_name_that_is_neither_a_setting_nor_a_param_is_refused(agent, param):
+    with pytest.raises(UsageError, match=f"cannot sweep '{param}'.*its params"):
+        study_lib.sweep_study(RunConfig(agent=agent), param, "0.1,0.2")
+    if agent == "bayes":  # the agent's own param passes
+        study_lib.sweep_study(RunConfig(agent=agent), "gamma", "0.1,0.2")
 
 
 @pytest.mark.parametrize("text, message", [

@@ -8,6 +8,7 @@ line on stderr and exit code 2).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import threading
@@ -76,6 +77,12 @@ def add_game_args(p: argparse.ArgumentParser, with_out: bool = True,
             p.add_argument(flag, type=kind, default=None, help=text)
     p.add_argument("--verbose", action="store_const", const=True, default=None,
                    help="show llama.cpp's own log lines (the local model)")
+    if "--set" not in exclude:
+        p.add_argument("--set", action="append", default=None, metavar="NAME=VALUE",
+                       help="set one of the agent's (or belief's) params by name, as "
+                       "bsjax.play(params=...) names them, e.g. --set gamma=0.9 --set "
+                       "margin=0.1; VALUE is JSON (a number, true/false, a list) or a word; "
+                       "repeat for more")
     if with_out:
         p.add_argument("--out", default=None, help="output directory (default results/CMD-TIME)")
         p.add_argument("--resume", action="store_true", help="continue an interrupted run")
@@ -94,9 +101,29 @@ def add_game_args(p: argparse.ArgumentParser, with_out: bool = True,
 
 
 def overrides(args) -> dict:
-    """The RunConfig fields given on the command line."""
+    """The RunConfig fields given on the command line (`--set` pairs as `params`)."""
     fields = [flag[2:].replace("-", "_") for flag, _, _ in GAME_FLAGS] + ["verbose"]
-    return {f: getattr(args, f) for f in fields if getattr(args, f, None) is not None}
+    given = {f: getattr(args, f) for f in fields if getattr(args, f, None) is not None}
+    if getattr(args, "set", None):
+        given["params"] = parse_set(args.set)
+    return given
+
+
+def parse_set(pairs: list[str]) -> dict:
+    """`--set NAME=VALUE` pairs as a params dict: VALUE read as JSON, else kept as a word."""
+    params = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip()
+        if not sep or not name or not text.strip():
+            raise UsageError(f"--set takes NAME=VALUE, e.g. --set gamma=0.9 (got {pair!r})")
+        if name in params:
+            raise UsageError(f"--set {name} given twice")
+        try:
+            params[name] = json.loads(text)
+        except json.JSONDecodeError:
+            params[name] = text.strip()
+    return params
 
 
 def init_distributed(args) -> None:

@@ -89,6 +89,9 @@ def _convert(name: str, value, default, agent) -> np.ndarray:
         raise ValueError(f"{name}: not a value of shape {default.shape}: {value!r}") from None
     if array.shape != default.shape:
         raise ValueError(f"{name} takes shape {default.shape} (got {value!r})")
+    if array.dtype.kind not in "biuf":
+        what = "a flag (true or false)" if default.dtype == bool else "numbers"
+        raise ValueError(f"{name} takes {what} (got {value!r})")
     if default.dtype == bool:
         if array.dtype != bool and not np.all(np.isin(array, (0, 1))):
             raise ValueError(f"{name} is a flag: give True or False (got {value!r})")

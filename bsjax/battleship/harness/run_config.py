@@ -10,6 +10,8 @@ A `RunConfig` holds every setting that determines a run's results (it is written
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import jax
@@ -66,6 +68,13 @@ class RunConfig:
     devices: int | None = None         # local devices to shard games over (None: all)
     verbose: bool = False              # llama.cpp's own log lines
     events: str = "auto"               # turn events: jsonl | parquet | auto (parquet past 2,000 games)
+    # Any other agent or belief param by name, as `bsjax.play(params=...)` takes it (`gamma`,
+    # `margin`, `policy.budgets`, `evidence_scale`): traced, so runs that differ only in them
+    # share one compiled program. CLI: --set NAME=VALUE.
+    params: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, "params", normalize_params(self.params))
 
     @property
     def suite_name(self) -> str:
@@ -79,6 +88,29 @@ class RunConfig:
 
 
 MAX_RUN_SEED = 2**32 - 1
+
+
+def _param_value(name: str, value):
+    """A params value as JSON keeps it: a finite number, a flag, a word, or a list of them."""
+    if isinstance(value, (list, tuple)):
+        return [_param_value(name, v) for v in value]
+    if isinstance(value, bool) or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return value
+    raise UsageError(f"params: {name} takes a finite number, a flag, a word or a list of them "
+                     f"(got {value!r})")
+
+
+def normalize_params(params) -> dict:
+    """`params` as a RunConfig holds them: names in sorted order, lists for sequences (so that
+    a config and its run.json compare equal). Raises UsageError."""
+    if not isinstance(params, Mapping):
+        raise UsageError(f"params must map names to values (got {params!r})")
+    for name in params:
+        if not isinstance(name, str) or not name:
+            raise UsageError(f"params: names must be non-empty strings (got {name!r})")
+    return {name: _param_value(name, params[name]) for name in sorted(params)}
 
 
 def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
@@ -138,6 +170,9 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
     if cfg.variant not in ("paper", "improved"):
         raise UsageError(f"--variant must be paper or improved (got {cfg.variant!r})")
     llm_setup.validate_llm(cfg)
+    for name in cfg.params:
+        if name in PARAM_FIELDS:
+            raise UsageError(f"params: set {name} with --{name.replace('_', '-')}, not in params")
     if isinstance(cfg.run_seed, bool) or not isinstance(cfg.run_seed, int) \
             or not 0 <= cfg.run_seed <= MAX_RUN_SEED:
         raise UsageError(f"--run-seed must lie in 0..{MAX_RUN_SEED} (got {cfg.run_seed})")
@@ -176,12 +211,17 @@ def validate(cfg: RunConfig) -> tuple[GameConfig, list[suites.Board]]:
             raise UsageError(f"unknown board(s) {', '.join(unknown) or cfg.boards!r} in suite "
                              f"{cfg.suite_name}")
         all_boards = [known[b] for b in wanted]
+    if cfg.params:
+        try:
+            run_params(cfg, make_player(cfg, game_config))
+        except ValueError as err:
+            raise UsageError(f"params: {err}") from None
     return game_config, all_boards
 
 
 # RunConfig fields that are agent params (traced, not compiled in): runs that differ only in them
 # share one compiled program, and a study plays such rows as one batch (`harness.study`).
-PARAM_FIELDS = ("tau", "revision", "cooldown", "min_delta", "presets", "answer_noise")
+PARAM_FIELDS = ("tau", "revision", "cooldown", "min_delta", "presets", "answer_noise", "params")
 
 
 _AGENT_PARAMS = ("tau", "revision", "cooldown", "min_delta", "presets")
@@ -242,13 +282,14 @@ def make_player(cfg: RunConfig, game_config: GameConfig) -> Player:
 
 def run_params(cfg: RunConfig, player: Player):
     """One game's params under `cfg` (host arrays): the defaults with the `PARAM_FIELDS` the
-    player has. A field the agent has no param for (τ for greedy) is left out."""
+    player has, then `cfg.params`. A field the agent has no param for (τ for greedy) is left
+    out; a name in `cfg.params` it has not raises ValueError."""
     defaults = jax.device_get(player.default_params())
     values = {"revision": cfg.revision, "cooldown": cfg.cooldown, "min_delta": cfg.min_delta,
               "presets": cfg.presets, "tau": cfg.tau, "answer_noise": cfg.answer_noise}
     known = params_lib.names(defaults)
-    return params_lib.with_values(player, {k: v for k, v in values.items()
-                                           if v is not None and k in known}, defaults)
+    values = {k: v for k, v in values.items() if v is not None and k in known}
+    return params_lib.with_values(player, {**values, **cfg.params}, defaults)
 
 
 def structure_identity(cfg: RunConfig) -> tuple:

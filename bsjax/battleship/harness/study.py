@@ -56,6 +56,8 @@ class Row:
         overrides = dict(self.overrides)
         if overrides.get("llm", "ollama") != "ollama":  # host and model belong to Ollama
             overrides = {"llm_host": None, "model": None, **overrides}
+        if isinstance(overrides.get("params"), dict):  # a row's params add to the base's
+            overrides["params"] = {**base.params, **overrides["params"]}
         return dataclasses.replace(base, **overrides)
 
     def to_json(self) -> dict:
@@ -70,7 +72,7 @@ class Study:
     base: RunConfig
     rows: tuple[Row, ...]
     title: str = ""
-    param: str | None = None  # sweep: the swept RunConfig field
+    param: str | None = None  # sweep: the swept RunConfig field, or agent param (in `params`)
     baseline: str | None = None  # the row the report compares every other row with, game by game
 
     def active_rows(self) -> list[Row]:
@@ -144,13 +146,24 @@ def _number(text: str, kind: type):
         raise UsageError(f"not a {kind.__name__}: {text!r}") from None
 
 
+def is_agent_param(param: str) -> bool:
+    """Whether a swept name is an agent (or belief) param, set through `RunConfig.params`,
+    rather than a RunConfig field. Which names the agent has is checked per row."""
+    return param not in SWEEPABLE
+
+
 def parse_values(param: str, spec: str | list) -> list:
-    """Values of a swept RunConfig field: `lo:hi:step` (inclusive), `a,b,c`, or a TOML list."""
-    if param not in SWEEPABLE or param in NOT_SWEEPABLE:
-        names = ", ".join(n for n in SWEEPABLE if n not in NOT_SWEEPABLE)
-        raise UsageError(f"cannot sweep {param!r} (choose from {names})")
-    default = getattr(RunConfig(), param)
-    kind = float if param in ("tau", "answer_noise") else type(default)
+    """Values of a swept RunConfig field or agent param (numbers): `lo:hi:step` (inclusive),
+    `a,b,c`, or a TOML list."""
+    if param in NOT_SWEEPABLE or param == "params":
+        names = ", ".join(n for n in SWEEPABLE if n not in NOT_SWEEPABLE and n != "params")
+        raise UsageError(f"cannot sweep {param!r} (choose from {names}, or an agent param "
+                         "such as gamma)")
+    if is_agent_param(param):
+        kind = float
+    else:
+        default = getattr(RunConfig(), param)
+        kind = float if param in ("tau", "answer_noise") else type(default)
     if isinstance(spec, list):
         items = [str(v) for v in spec]
     elif ":" in spec:
@@ -184,9 +197,31 @@ def _value_id(param: str, value) -> str:
     return f"{param}={text}"
 
 
+def _check_agent_param(base: RunConfig, param: str) -> None:
+    """A swept name that is no RunConfig field must be a param of the base's agent (or belief).
+    A base that cannot build its player is left to `run_config.validate`, which names the fault."""
+    from bsjax.battleship.config import protocol
+    from bsjax.battleship.harness import params as params_lib
+    try:
+        player = run_config.make_player(base, protocol(base.protocol))
+    except (KeyError, ValueError, UsageError):
+        return
+    known = sorted(params_lib.names(jax.device_get(player.default_params())))
+    if param not in known:
+        raise UsageError(f"cannot sweep {param!r}: no setting has that name, and agent "
+                         f"{base.agent!r} has no such param (its params: "
+                         f"{', '.join(known) or 'none'})")
+
+
 def sweep_study(base: RunConfig, param: str, values: str | list) -> Study:
     parsed = parse_values(param, values)
-    rows = tuple(Row(_value_id(param, v), _value_id(param, v), "", ((param, v),))
+    if is_agent_param(param):
+        _check_agent_param(base, param)
+
+    def setting(value):
+        return ("params", {param: value}) if is_agent_param(param) else (param, value)
+
+    rows = tuple(Row(_value_id(param, v), _value_id(param, v), "", (setting(v),))
                  for v in parsed)
     return Study("sweep", base, rows, f"bsjax sweep: {base.agent} over {param}", param)
 
@@ -216,7 +251,10 @@ def load_toml(path: str | Path, overrides: dict | None = None) -> Study:
     meta = data.get("experiment", {})
     kind = meta.get("kind", "paper")
     base_fields = _config_fields(dict(data.get("base", {})), f"{path.name} [base]")
-    base_fields.update(overrides or {})
+    overrides = dict(overrides or {})
+    if isinstance(base_fields.get("params"), dict) and "params" in overrides:  # --set adds
+        overrides["params"] = {**base_fields["params"], **overrides["params"]}
+    base_fields.update(overrides)
     try:
         base = RunConfig(**base_fields)
     except TypeError as err:

@@ -155,7 +155,9 @@ def table(data: dict, pairs: dict[str, str] | None = None) -> list[dict]:
         entry.update(id=row["id"], layer=row.get("layer", ""), label=row.get("label", ""),
                      agent=row["config"].get("agent"), status=_status(row))
         if data["kind"] == "sweep":
-            entry[data["param"]] = row["overrides"].get(data["param"])
+            param, overrides = data["param"], row["overrides"]
+            # An agent param's sweep sets it in the row's params (`study.sweep_study`).
+            entry[param] = overrides.get(param, (overrides.get("params") or {}).get(param))
         if summary is not None:
             low, high = summary["win_rate_ci"]
             entry.update(llm_rate=summary["llm_rate"], avg_f1=summary["avg_f1"],
