@@ -69,16 +69,19 @@ def board_delta(delta: dict[str, float], path: Path) -> str:
 
 
 def sweep(data: dict, rows: list[dict], path: Path) -> str:
-    """LLM rate, avg F1 and win rate (with its CI band) against the swept parameter."""
+    """LLM rate (where any row called an LLM), avg F1 and win rate (with its CI band) against
+    the swept parameter."""
     param = data["param"]
     played = [r for r in rows if r["games"]]
     xs = [r[param] for r in played]
     numeric = all(isinstance(x, (int, float)) for x in xs)
     positions = xs if numeric else list(range(len(xs)))
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
-    series = (("LLM rate (%)", [100 * r["llm_rate"] for r in played]),
+    series = [("LLM rate (%)", [100 * r["llm_rate"] for r in played]),
               ("avg F1", [r["avg_f1"] for r in played]),
-              ("win rate (%)", [100 * r["win_rate"] for r in played]))
+              ("win rate (%)", [100 * r["win_rate"] for r in played])]
+    if not any(series[0][1]):  # no LLM calls anywhere: a panel of zeros says nothing
+        series = series[1:]
+    fig, axes = plt.subplots(1, len(series), figsize=(4 * len(series), 3.6))
     for ax, (label, values) in zip(axes, series):
         ax.plot(positions, values, marker="o", color="#264653")
         if label.startswith("win"):
