@@ -5,7 +5,7 @@ a kernel. The notebooks read their sizes from environment variables (as `tests/t
 does), so the copies are made at sizes that take a minute or two each on a 2-core CPU. Run from
 the repository root with the venv's Python, which is also the kernel's:
 
-    .venv/bin/python docs/execute_notebooks.py                   # all three
+    .venv/bin/python docs/execute_notebooks.py                   # all four
     .venv/bin/python docs/execute_notebooks.py 01_quickstart     # one (name without .ipynb)
 
 Each notebook runs in a fresh temporary directory (its run directories land there), and the
@@ -37,6 +37,9 @@ SIZES: dict[str, dict[str, str]] = {
     # at its full size: 540 paired games per rule and the 3-point sweep, all in memory
     "02_scoring_rules": {"BSJAX_NOTEBOOK_PARTICLES": "500", "BSJAX_NOTEBOOK_SEEDS": "30",
                          "BSJAX_NOTEBOOK_BOARDS": "all"},
+    # 108 games a captain (18 boards × 6 seeds), five captains and the larger belief
+    "04_how_close_to_optimal": {"BSJAX_NOTEBOOK_PARTICLES": "500", "BSJAX_NOTEBOOK_SEEDS": "6",
+                                "BSJAX_NOTEBOOK_BOARDS": "all"},
     # the `quick` backbone (the smoke profile's is too weak for GILP's gates to help it)
     "03_gilp": {"BSJAX_NOTEBOOK_GILP_TASKS": "10", "BSJAX_NOTEBOOK_SEEDS": "2",
                 "BSJAX_NOTEBOOK_GILP_PROFILE": "quick", "BSJAX_NOTEBOOK_GILP_DATA_TASKS": "0"},

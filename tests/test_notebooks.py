@@ -233,3 +233,40 @@ def test_gilp_notebook(tmp_path, monkeypatch):
     ext_table = stdout(tagged(nb, "extension"))
     assert set(m[0] for m in summary_row.findall(ext_table)) == set(extension)
     assert "identical to §5's: True" in ext_table
+
+
+def test_how_close_to_optimal_notebook(tmp_path, monkeypatch):
+    probe = """probe = {
+        "ceiling": top.f1, "no_questions": no_questions.f1, "placements": top.count.placements,
+        "captains": list(table.index), "f1": table["F1"].tolist(),
+        "share": table["share of ceiling"].tolist(),
+        "games": {name: int(res.f1.size) for name, res in results.items()},
+        "paired": paired["n_paired"].tolist(),
+        "ledger_games": {name: len(frame) for name, frame in ledgers.items()},
+        "question_bits": bits["question bits"].tolist(),
+        "questions": table["questions"].tolist(),
+        "bigger": int(bigger.f1.size), "bigger_particles": int(BIGGER * PARTICLES),
+        "calibration_shots": int(cal.shots.sum()),
+        "shots": float(results["bayes"].shots.sum()),
+    }"""
+    nb, got = execute("04_how_close_to_optimal.ipynb", probe, tmp_path, monkeypatch)
+
+    # The ceiling of the paper's protocol (docs/battleship/ceiling.md), with and without questions.
+    assert got["placements"] == 21_354_072
+    assert abs(got["ceiling"] - 0.843) < 5e-4 and abs(got["no_questions"] - 0.727) < 5e-4
+    # Every layer played the same games; its share is its F1 over the ceiling.
+    assert got["captains"] == ["greedy", "wma", "mra", "bayes", "lookahead"]
+    assert set(got["games"].values()) == {N_GAMES} and got["bigger"] == N_GAMES
+    assert got["paired"] == [N_GAMES] * 4
+    for f1, share in zip(got["f1"], got["share"]):
+        assert abs(share - f1 / got["ceiling"]) < 1e-9
+    # The ledger: one row per game; question bits are the questions asked × C(0.1).
+    assert set(got["ledger_games"].values()) == {N_GAMES}
+    for q_bits, questions in zip(got["question_bits"], got["questions"]):
+        assert abs(q_bits - 0.531 * questions) < 0.01 * max(questions, 1)
+    assert got["question_bits"][0] == 0.0  # greedy never asks
+    # Calibration counts every shot of bayes's once.
+    assert got["calibration_shots"] == got["shots"]
+    assert got["bigger_particles"] == 4 * 64
+    for tag in ("layers-figure", "ledger", "calibration"):
+        assert has_image(tagged(nb, tag))
