@@ -148,6 +148,18 @@ def test_a_grid_of_two_axes_and_fixed_values():
     assert nested.agent.scoring["coarse"].tolist() == pytest.approx([0.1, 0.0, 0.0])
 
 
+def test_a_list_of_points_plays_each_point_as_the_grid_plays_it():
+    # A random search's points: any combination, in order, each the same games as in a grid.
+    points = [{"gamma": 0.5, "answer_noise": 0.2}, {"gamma": 0.99}]
+    listed = bsjax.play("bayes", params=points, **SMALL)
+    assert listed.points == points and listed.f1.shape == (2, 4)
+    grid = bsjax.play("bayes", params={"gamma": [0.99, 0.5], "answer_noise": 0.2}, **SMALL)
+    np.testing.assert_array_equal(listed.f1[0], grid.f1[1])
+    alone = bsjax.play("bayes", params={"gamma": 0.99}, **SMALL)
+    np.testing.assert_array_equal(listed.f1[1], alone.f1[0])
+    assert not np.array_equal(listed.questions[0], listed.questions[1])
+
+
 def test_the_answer_model_is_set_by_its_noise_and_tempering():
     """`answer_noise` and `evidence_scale` recompute every leaf as the protocol computes them."""
     import dataclasses as dc
@@ -174,6 +186,10 @@ def test_the_answer_model_is_set_by_its_noise_and_tempering():
     ({"presets": "nope"}, "unknown preset"),
     ({"policy.budgets": [1, 2]}, "shape"),
     ({"tau": []}, "empty"),
+    ([], "one or more mappings"),
+    ([{"tau": 0.5}, 0.7], "one or more mappings"),
+    ([{"tau": 0.5}, {"tua": 0.7}], "has no param 'tua'"),
+    ([{"tau": [0.5, 0.7]}], "shape"),
 ])
 def test_bad_params_are_refused_before_anything_plays(spec, message):
     with pytest.raises(UsageError, match=message):

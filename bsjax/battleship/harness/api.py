@@ -14,7 +14,7 @@ traced. No file is written; `bsjax.run` and the CLI add run directories on top.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -61,7 +61,8 @@ def _truth_boards(truths, config) -> list[suites.Board]:
 
 
 def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
-         params: Mapping[str, Any] | None = None, *, protocol: str = "paper",
+         params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None, *,
+         protocol: str = "paper",
          suite: str | None = None, truths=None, sampler: str = "particles",
          particles: int = 500, sweeps: int = 4, mh_kernel: str = "auto", prior: str = "proposal",
          rng: str = "jax",
@@ -78,7 +79,9 @@ def play(agent: str | agents_lib.Agent, boards: str = "all", seeds: int = 1,
       params: param name -> value, or a list of values (a sweep axis; several lists make a
         grid): names as in `agent.default_params()` (`tau`, `cooldown`, `revision`,
         `presets`, `policy.budgets`, a scoring rule's own names, ...) and the belief's
-        `answer_noise` (the modelled ε) and `evidence_scale` (κ).
+        `answer_noise` (the modelled ε) and `evidence_scale` (κ). Or a list of such mappings
+        without axes: one point each, in that order (a random search's points), e.g.
+        `[{"gamma": 0.9}, {"gamma": 0.95, "answer_noise": 0.05}]`.
       protocol, suite, sampler, particles, sweeps, mh_kernel, prior, rng, run_seed: as
         `bsjax play`'s flags.
       truths: `[B, S]` span ids of your own boards (named T0000, ...) instead of `boards`.

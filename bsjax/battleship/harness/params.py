@@ -161,12 +161,19 @@ def _is_axis(name: str, value, default) -> bool:
                                                  and all(isinstance(v, str) for v in value))
 
 
-def grid(player, spec: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]], list]:
+def grid(player, spec) -> tuple[list[dict[str, Any]], list]:
     """The points of a params spec: `(points, params)` where `points[r]` names the swept values
-    of point r and `params[r]` is its full `PlayParams` (host arrays). Lists are axes (their
-    product is the grid); other values hold for every point. Raises ValueError."""
-    spec = dict(spec or {})
+    of point r and `params[r]` is its full `PlayParams` (host arrays). In a mapping, lists are
+    axes (their product is the grid) and other values hold for every point; a list of mappings
+    is its points, one each, in order. Raises ValueError."""
     defaults = jax.device_get(player.default_params())
+    if isinstance(spec, (list, tuple)):
+        if not spec or not all(isinstance(point, Mapping) for point in spec):
+            raise ValueError("params as a list must hold one or more mappings (name -> value), "
+                             "one per point")
+        points = [dict(point) for point in spec]
+        return points, [with_values(player, point, defaults) for point in points]
+    spec = dict(spec or {})
     known = names(defaults)
     axes, fixed = {}, {}
     for name, value in spec.items():

@@ -5,6 +5,7 @@ of one game like every bsjax agent (static structure in fields, levers as traced
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 from unittest import mock
 
 import chex
@@ -263,18 +264,28 @@ def occupancy_uncertainty(p: jnp.ndarray, unknown: jnp.ndarray, kind: jnp.ndarra
     return jnp.sum(jnp.where(unknown, each, 0.0), axis=-1)
 
 
+class AnswerLook(NamedTuple):
+    """The candidate questions of one turn under the captain's answer model.
+
+    Attributes: p_yes `[K]`; p_answer `[K, 2]` the probability of a yes (0) / no (1) answer;
+    after `[K, 2, C]` the cells' hit probabilities after each answer; epsilon `[]`."""
+
+    p_yes: jnp.ndarray
+    p_answer: jnp.ndarray
+    after: jnp.ndarray
+    epsilon: jnp.ndarray
+
+
 @dataclasses.dataclass(frozen=True)
-class OccupancyAgent(bayes.BayesAgent):
-    """bayes whose questions are scored by EIG + λ U, U the expected drop of the unknown cells'
-    occupancy uncertainty: bits about where the ships are, not which ship is which (a hit's
-    colour tells that for free on Grand's boards). λ = 0 is bayes's choice."""
+class ScoredQuestionAgent(bayes.BayesAgent):
+    """bayes whose question is the best by `score` (bayes: EIG) and whose Bayes-D threshold is
+    `ask_gamma` (bayes: γ); subclasses override either."""
 
-    name = "bayes-occupancy"
+    def score(self, params, look: AnswerLook, p, unknown, regions) -> jnp.ndarray:
+        return eig.expected_information_gain(look.p_yes, look.epsilon)
 
-    def default_params(self) -> OccupancyParams:
-        base = super().default_params()
-        return OccupancyParams(gamma=base.gamma, scoring=base.scoring, lam=jnp.float32(0.0),
-                               uncertainty=jnp.float32(0.0))
+    def ask_gamma(self, params, view) -> jnp.ndarray:
+        return params.gamma
 
     def decide(self, key, params, view, sampler, belief, state):
         del key
@@ -294,18 +305,82 @@ class OccupancyAgent(bayes.BayesAgent):
         p_answer = jnp.stack([model.match * p_yes + model.mismatch * (1.0 - p_yes),
                               model.mismatch * p_yes + model.match * (1.0 - p_yes)], axis=1)
         after = after / jnp.maximum(p_answer, 1e-9)[..., None]
-        drop = (occupancy_uncertainty(p, unknown, params.uncertainty)
-                - jnp.sum(p_answer * occupancy_uncertainty(after, unknown, params.uncertainty),
-                          axis=1))                                               # [K]
-        score = eig.expected_information_gain(p_yes, model.epsilon) + params.lam * drop
-        best_q = fastpath.first_argmax(jnp.where(valid, score, -jnp.inf))
+        look = AnswerLook(p_yes, p_answer, after, model.epsilon)
+        best_q = fastpath.first_argmax(
+            jnp.where(valid, self.score(params, look, p, unknown, regions), -jnp.inf))
         # Bayes-D on the chosen question, as bayes.
         best_region = fastpath.row_at(regions, best_q)
-        look = sim.lookahead(cfg, parts, sim.answers(best_region[None], parts), unknown,
-                             tempered=False)
-        ask = (eig.bayes_d_ask(p[cell], eig.expected_best_after(look)[0], params.gamma)
+        split = sim.lookahead(cfg, parts, sim.answers(best_region[None], parts), unknown,
+                              tempered=False)
+        ask = (eig.bayes_d_ask(p[cell], eig.expected_best_after(split)[0],
+                               self.ask_gamma(params, view))
                & valid[best_q] & view.can_ask)
         action = Action(kind=jnp.where(ask, ASK, SHOOT).astype(jnp.int32), cell=cell,
                         question_id=jnp.where(ask, template[best_q], -1),
                         question_bits=best_region)
         return action, p[cell], state
+
+
+def occupancy_drop(look: AnswerLook, p, unknown, kind) -> jnp.ndarray:
+    """`[K]` the expected drop of the unknown cells' occupancy uncertainty of `kind`."""
+    return (occupancy_uncertainty(p, unknown, kind)
+            - jnp.sum(look.p_answer * occupancy_uncertainty(look.after, unknown, kind), axis=1))
+
+
+@dataclasses.dataclass(frozen=True)
+class OccupancyAgent(ScoredQuestionAgent):
+    """bayes whose questions are scored by EIG + λ U, U the expected drop of the unknown cells'
+    occupancy uncertainty: bits about where the ships are, not which ship is which (a hit's
+    colour tells that for free on Grand's boards). λ = 0 is bayes's choice."""
+
+    name = "bayes-occupancy"
+
+    def default_params(self) -> OccupancyParams:
+        base = super().default_params()
+        return OccupancyParams(gamma=base.gamma, scoring=base.scoring, lam=jnp.float32(0.0),
+                               uncertainty=jnp.float32(0.0))
+
+    def score(self, params, look, p, unknown, regions):
+        return (eig.expected_information_gain(look.p_yes, look.epsilon)
+                + params.lam * occupancy_drop(look, p, unknown, params.uncertainty))
+
+
+@chex.dataclass(frozen=True)
+class CombinedParams:
+    """bayes's params and the weights of a combined rule (all 0 and γ_wounded = γ: bayes):
+    gamma_wounded `[]` the ask threshold while a ship is hit and not sunk; gain, drop, size `[]`
+    the weights of the next shot's gain, the occupancy entropy's drop and the region's share of
+    the board beside the question's EIG."""
+
+    gamma: chex.Array
+    scoring: dict
+    gamma_wounded: chex.Array
+    gain: chex.Array
+    drop: chex.Array
+    size: chex.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class CombinedAgent(ScoredQuestionAgent):
+    """bayes with several levers at once, for a search over their weights."""
+
+    name = "bayes-combined"
+
+    def default_params(self) -> CombinedParams:
+        base = super().default_params()
+        zero = jnp.float32(0.0)
+        return CombinedParams(gamma=base.gamma, scoring=base.scoring, gamma_wounded=base.gamma,
+                              gain=zero, drop=zero, size=zero)
+
+    def score(self, params, look, p, unknown, regions):
+        best_after = jnp.max(jnp.where(unknown, look.after, -1.0), axis=-1)      # [K, 2]
+        gain = (jnp.sum(look.p_answer * best_after, axis=1)
+                - jnp.max(jnp.where(unknown, p, 0.0)))
+        cells = bitboard.unpack(regions, self.config.n_cells)
+        size = jnp.sum(cells, axis=1).astype(jnp.float32) / self.config.n_cells
+        return (eig.expected_information_gain(look.p_yes, look.epsilon) + params.gain * gain
+                + params.drop * occupancy_drop(look, p, unknown, 0.0) + params.size * size)
+
+    def ask_gamma(self, params, view):
+        wounded = jnp.any(bitboard.any_set(view.obs.colour_bits) & ~view.obs.sunk)
+        return jnp.where(wounded, params.gamma_wounded, params.gamma)
