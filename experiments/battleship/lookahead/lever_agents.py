@@ -166,6 +166,11 @@ class PressureAgent(bayes.BayesAgent):
                               sampler, belief, state)
 
 
+def ship_wounded(view) -> jnp.ndarray:
+    """`[]` bool: a ship is hit (its colour revealed) and not yet sunk."""
+    return jnp.any(bitboard.any_set(view.obs.colour_bits) & ~view.obs.sunk)
+
+
 @chex.dataclass(frozen=True)
 class PhaseParams:
     """bayes's params (γ: no ship wounded) and γ_wounded `[]` float32: a ship hit, not sunk."""
@@ -186,8 +191,7 @@ class PhaseAgent(bayes.BayesAgent):
         return PhaseParams(gamma=base.gamma, scoring=base.scoring, gamma_wounded=base.gamma)
 
     def decide(self, key, params, view, sampler, belief, state):
-        wounded = jnp.any(bitboard.any_set(view.obs.colour_bits) & ~view.obs.sunk)
-        gamma = jnp.where(wounded, params.gamma_wounded, params.gamma)
+        gamma = jnp.where(ship_wounded(view), params.gamma_wounded, params.gamma)
         return super().decide(key, bayes.BayesParams(gamma=gamma, scoring=params.scoring), view,
                               sampler, belief, state)
 
@@ -382,5 +386,4 @@ class CombinedAgent(ScoredQuestionAgent):
                 + params.drop * occupancy_drop(look, p, unknown, 0.0) + params.size * size)
 
     def ask_gamma(self, params, view):
-        wounded = jnp.any(bitboard.any_set(view.obs.colour_bits) & ~view.obs.sunk)
-        return jnp.where(wounded, params.gamma_wounded, params.gamma)
+        return jnp.where(ship_wounded(view), params.gamma_wounded, params.gamma)
