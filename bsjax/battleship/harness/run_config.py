@@ -71,7 +71,7 @@ class RunConfig:
     # Any other agent or belief param by name, as `bsjax.play(params=...)` takes it (`gamma`,
     # `margin`, `policy.budgets`, `evidence_scale`): traced, so runs that differ only in them
     # share one compiled program. CLI: --set NAME=VALUE.
-    params: dict = dataclasses.field(default_factory=dict)
+    params: dict = dataclasses.field(default_factory=dict, hash=False)  # a dict: not hashed
 
     def __post_init__(self):
         object.__setattr__(self, "params", normalize_params(self.params))
