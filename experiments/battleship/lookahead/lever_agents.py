@@ -387,3 +387,13 @@ class CombinedAgent(ScoredQuestionAgent):
 
     def ask_gamma(self, params, view):
         return jnp.where(ship_wounded(view), params.gamma_wounded, params.gamma)
+
+
+@scoring.scoring_rule(gain=0.0, mass=0.0, cluster=0.0)
+def information_and_features(q: scoring.QuestionFeatures, params) -> jnp.ndarray:
+    """EIG + w_gain (E_a[max p | a] − max p now) + w_mass regionMass + w_cluster
+    clusterRelevance: `[K]` values (all weights 0: bayes's EIG)."""
+    after = q.p_yes * q.best_after[:, 0] + (1.0 - q.p_yes) * q.best_after[:, 1]
+    gain = after - jnp.max(jnp.where(q.unknown, q.p, 0.0))
+    return (eig.expected_information_gain(q.p_yes, q.epsilon) + params["gain"] * gain
+            + params["mass"] * q.region_mass + params["cluster"] * q.cluster_relevance)
