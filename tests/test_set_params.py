@@ -42,6 +42,8 @@ def test_set_plays_the_games_of_play_params_and_is_recorded(tmp_path):
     other = run_cli("play", *GAME, "--set", "gamma=0.6", "--out", "run", "--resume",
                     cwd=tmp_path)
     assert other.returncode == 2 and "different configuration" in other.stderr
+    lens = run_cli("lens", "run", cwd=tmp_path)
+    assert lens.stdout.splitlines()[0] == "bayes, paper protocol, params gamma=0.5"
 
 
 def test_a_sweep_of_an_agent_param_is_one_program_and_plays_play_params_games(tmp_path):

@@ -153,6 +153,10 @@ def render(view: str, data: dict) -> str:
     lines = []
     if view == "run":
         lo, hi = data["win_rate_ci"]
+        config = data.get("config", {})
+        set_params = ", ".join(f"{k}={v}" for k, v in (config.get("params") or {}).items())
+        lines.append(f"{config.get('agent', '?')}, {config.get('protocol', 'paper')} protocol"
+                     + (f", params {set_params}" if set_params else ""))
         lines.append(f"{data['games']} games  F1 {data['avg_f1']:.4f}  wins {data['wins']} "
                      f"({100 * data['win_rate']:.1f}%, CI [{100 * lo:.1f}, {100 * hi:.1f}])  "
                      f"questions {data['avg_questions']:.2f}  revisions {data['revisions']}  "
