@@ -105,27 +105,34 @@ class BayesAgent(Agent):
         """Bayes-Q, -M and -D on the turn's `TurnSummary` (a captain built on bayes passes the
         summary it computed once). Returns (action, `[]` float32 p of the MAP cell)."""
         cfg = self.config
-        p, parts, unknown, hit_cells, cell = (turn.p, turn.parts, turn.unknown, turn.hit_cells,
-                                              turn.best)
-
+        parts, unknown, hit_cells = turn.parts, turn.unknown, turn.hit_cells
         regions, template = candidate_regions(cfg, hit_cells, unknown)
         p_yes = sim.answers(regions, parts).astype(jnp.float32) @ parts.weights    # [K]
         valid = bitboard.any_set(regions) & ~already_asked(regions, view)
         features = scoring.region_features(cfg, turn, regions, p_yes, coarse=turn.hits == 0)
         gain = jnp.where(valid, self.rule(features, params.scoring), -jnp.inf)
         best_q = fastpath.first_argmax(gain)
-
-        # The best question's answers recomputed (one row) rather than kept from the [K, P]
-        # matrix: used once, the matrix fuses into its product and is never stored as booleans.
-        best_region = fastpath.row_at(regions, best_q)                              # [W]
-        best_answers = sim.answers(best_region[None], parts)                      # [1, P]
-        look = sim.lookahead(cfg, parts, best_answers, unknown, tempered=False)
-        ask = (eig.bayes_d_ask(p[cell], eig.expected_best_after(look)[0], params.gamma)
-               & valid[best_q] & view.can_ask)
-        action = Action(kind=jnp.where(ask, ASK, SHOOT).astype(jnp.int32), cell=cell,
-                        question_id=jnp.where(ask, template[best_q], -1),
-                        question_bits=best_region)
-        return action, p[cell]
+        return ask_or_shoot(cfg, view, turn, regions, template, valid, best_q, params.gamma)
 
 
-__all__ = ["BayesAgent", "BayesParams", "already_asked", "candidate_regions"]
+def ask_or_shoot(config: GameConfig, view: View, turn, regions: jax.Array, template: jax.Array,
+                 valid: jax.Array, best_q: jax.Array,
+                 gamma: jax.Array) -> tuple[Action, jax.Array]:
+    """Bayes-D on question `best_q` of the `[K, W]` candidate `regions` (`[K]` template ids and
+    `[K]` valid): ask it iff γ E_a[max p | a] > max p now, with the particles split by its
+    noise-free answer, else shoot the MAP cell. Returns (action, `[]` p of the MAP cell)."""
+    p, parts, cell = turn.p, turn.parts, turn.best
+    # The best question's answers recomputed (one row) rather than kept from the [K, P]
+    # matrix: used once, the matrix fuses into its product and is never stored as booleans.
+    best_region = fastpath.row_at(regions, best_q)                                  # [W]
+    best_answers = sim.answers(best_region[None], parts)                          # [1, P]
+    look = sim.lookahead(config, parts, best_answers, turn.unknown, tempered=False)
+    ask = (eig.bayes_d_ask(p[cell], eig.expected_best_after(look)[0], gamma)
+           & valid[best_q] & view.can_ask)
+    action = Action(kind=jnp.where(ask, ASK, SHOOT).astype(jnp.int32), cell=cell,
+                    question_id=jnp.where(ask, template[best_q], -1),
+                    question_bits=best_region)
+    return action, p[cell]
+
+
+__all__ = ["BayesAgent", "BayesParams", "already_asked", "ask_or_shoot", "candidate_regions"]

@@ -49,8 +49,7 @@ from bsjax.battleship.config import GRAND
 from bsjax.battleship.game import bitboard
 from bsjax.battleship.game import spans as spans_lib
 from bsjax.battleship.harness import api
-from bsjax.battleship.planning import eig, scoring, sim
-from bsjax.battleship.types import ASK, SHOOT, Action
+from bsjax.battleship.planning import scoring, sim
 from bsjax.core import fastpath
 from bsjax.core.stats import paired_bootstrap
 
@@ -149,15 +148,9 @@ class ConditionalAgent(bayes.BayesAgent):
         left = jnp.sum(p_outcome[None, :] * channel(p_yes_given), axis=1)
         gain = (1.0 - params.mix) * channel(answers @ parts.weights) + params.mix * left
         best_q = fastpath.first_argmax(jnp.where(valid, gain, -jnp.inf))
-        best_region = fastpath.row_at(regions, best_q)
-        look = sim.lookahead(cfg, parts, sim.answers(best_region[None], parts), turn.unknown,
-                             tempered=False)
-        ask = (eig.bayes_d_ask(turn.p[cell], eig.expected_best_after(look)[0], params.gamma)
-               & valid[best_q] & view.can_ask)
-        action = Action(kind=jnp.where(ask, ASK, SHOOT).astype(jnp.int32), cell=cell,
-                        question_id=jnp.where(ask, template[best_q], -1),
-                        question_bits=best_region)
-        return action, turn.p[cell], state
+        action, p_cell = bayes.ask_or_shoot(cfg, view, turn, regions, template, valid, best_q,
+                                            params.gamma)
+        return action, p_cell, state
 
 
 LEVERS = ("prior", "particles", "unsunk", "conditional")

@@ -199,24 +199,30 @@ def table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def table_cli(doc: str, play_all, make_table, table_path: pathlib.Path) -> None:
-    """The command line of a script with one table: play (unless `--table-only`), then write
-    and print the table."""
+def _parser(doc: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--table-only", action="store_true",
                         help="rebuild the table from the committed games; play nothing")
-    if not parser.parse_args().table_only:
-        play_all()
+    return parser
+
+
+def _write(make_table, table_path: pathlib.Path) -> None:
     table_path.write_text(make_table())
     print(table_path.read_text(), end="")
+
+
+def table_cli(doc: str, play_all, make_table, table_path: pathlib.Path) -> None:
+    """The command line of a script with one table: play (unless `--table-only`), then write
+    and print the table."""
+    if not _parser(doc).parse_args().table_only:
+        play_all()
+    _write(make_table, table_path)
 
 
 def lever_cli(doc: str, levers, play_levers, make_table, table_path: pathlib.Path) -> None:
     """The command line of a lever script: play some `levers` (the others' games stay), then
     write and print the table."""
-    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    parser.add_argument("--table-only", action="store_true",
-                        help="rebuild the table from the committed games")
+    parser = _parser(doc)
     parser.add_argument("--levers", default=",".join(levers),
                         help=f"play only these of {', '.join(levers)} (the others' games stay)")
     args = parser.parse_args()
@@ -225,8 +231,7 @@ def lever_cli(doc: str, levers, play_levers, make_table, table_path: pathlib.Pat
         raise SystemExit(f"--levers takes some of {', '.join(levers)}")
     if not args.table_only:
         play_levers(chosen)
-    table_path.write_text(make_table())
-    print(table_path.read_text(), end="")
+    _write(make_table, table_path)
 
 
 def main() -> None:

@@ -295,7 +295,7 @@ class ScoredQuestionAgent(bayes.BayesAgent):
         del key
         cfg = self.config
         turn = summarize_turn(cfg, view, sampler, belief)
-        p, parts, unknown, cell = turn.p, turn.parts, turn.unknown, turn.best
+        p, parts, unknown = turn.p, turn.parts, turn.unknown
         regions, template = bayes.candidate_regions(cfg, turn.hit_cells, unknown)
         answers = sim.answers(regions, parts).astype(jnp.float32)                # [K, P]
         p_yes = answers @ parts.weights                                           # [K]
@@ -312,17 +312,9 @@ class ScoredQuestionAgent(bayes.BayesAgent):
         look = AnswerLook(p_yes, p_answer, after, model.epsilon)
         best_q = fastpath.first_argmax(
             jnp.where(valid, self.score(params, look, p, unknown, regions), -jnp.inf))
-        # Bayes-D on the chosen question, as bayes.
-        best_region = fastpath.row_at(regions, best_q)
-        split = sim.lookahead(cfg, parts, sim.answers(best_region[None], parts), unknown,
-                              tempered=False)
-        ask = (eig.bayes_d_ask(p[cell], eig.expected_best_after(split)[0],
-                               self.ask_gamma(params, view))
-               & valid[best_q] & view.can_ask)
-        action = Action(kind=jnp.where(ask, ASK, SHOOT).astype(jnp.int32), cell=cell,
-                        question_id=jnp.where(ask, template[best_q], -1),
-                        question_bits=best_region)
-        return action, p[cell], state
+        action, p_cell = bayes.ask_or_shoot(cfg, view, turn, regions, template, valid, best_q,
+                                            self.ask_gamma(params, view))
+        return action, p_cell, state
 
 
 def occupancy_drop(look: AnswerLook, p, unknown, kind) -> jnp.ndarray:
@@ -392,7 +384,9 @@ class CombinedAgent(ScoredQuestionAgent):
 @scoring.scoring_rule(gain=0.0, mass=0.0, cluster=0.0)
 def information_and_features(q: scoring.QuestionFeatures, params) -> jnp.ndarray:
     """EIG + w_gain (E_a[max p | a] − max p now) + w_mass regionMass + w_cluster
-    clusterRelevance: `[K]` values (all weights 0: bayes's EIG)."""
+    clusterRelevance: `[K]` values (all weights 0: bayes's EIG). With w_gain alone it is
+    `information_and_hit_gain`, which is kept apart because the extra zero-weighted terms
+    change XLA's arithmetic enough to move one of the committed `hit_gain` games."""
     after = q.p_yes * q.best_after[:, 0] + (1.0 - q.p_yes) * q.best_after[:, 1]
     gain = after - jnp.max(jnp.where(q.unknown, q.p, 0.0))
     return (eig.expected_information_gain(q.p_yes, q.epsilon) + params["gain"] * gain
