@@ -86,3 +86,10 @@ def test_malformed_params_are_refused(bad):
     with pytest.raises(UsageError):
         normalize_params(bad)
 
+
+
+def test_a_bench_row_records_the_params_it_ran_with(tmp_path):
+    proc = run_cli("bench", "--agent", "bayes", "--particles", "32", "--games", "1",
+                   "--set", "gamma=0.5", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1])["params"] == {"gamma": 0.5}

@@ -87,6 +87,7 @@ def bench(cfg: run_config.RunConfig, games: int, repeats: int = 1,
         "repeats": len(times), "all_seconds": [round(t, 6) for t in times],
         "timestamp": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     } | ({"prior": cfg.prior} if sampler == "importance" else {}) | (
+        {"params": cfg.params} if cfg.params else {}) | (
         {"profile_error": profile_error} if profile_error else {})
 
 
