@@ -84,6 +84,11 @@ def test_paired_bootstrap_of_a_constant_difference_collapses_to_it():
     assert stats.paired_bootstrap(b, b + 0.25) == (-0.25, -0.25, -0.25)  # a − b
 
 
+def test_paired_difference_text_is_signed_and_rounded():
+    assert stats.PairedDifference(0.02094, -0.00456, 0.04321).text() == "+0.0209 [-0.0046, +0.0432]"
+    assert stats.PairedDifference(-0.5, -1.0, 0.0).text(2) == "-0.50 [-1.00, +0.00]"
+
+
 def test_paired_bootstrap_of_two_pairs():
     # Differences 0 and 1: resample means are 0, 1/2, 1 with probabilities 1/4, 1/2, 1/4, so
     # the 2.5% and 97.5% quantiles are 0 and 1.

@@ -57,6 +57,10 @@ class PairedDifference(NamedTuple):
     low: float
     high: float
 
+    def text(self, digits: int = 4) -> str:
+        """`"+0.0209 [-0.0046, +0.0432]"`: the mean and its interval, signed."""
+        return f"{self.mean:+.{digits}f} [{self.low:+.{digits}f}, {self.high:+.{digits}f}]"
+
 
 class McNemar(NamedTuple):
     """McNemar's exact test of two paired binary outcomes (say, games completed by A and B).

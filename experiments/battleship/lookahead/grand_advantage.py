@@ -279,7 +279,7 @@ def table() -> str:
             games = per_game(d)
             cross = paired_bootstrap(games.crossfit.to_numpy(), np.zeros(len(games)))
             lines.append(f"| {boards_from} | {captain} | {len(games)} | {len(d)} | "
-                         f"{cross.mean:+.4f} [{cross.low:+.4f}, {cross.high:+.4f}] | "
+                         f"{cross.text()} | "
                          f"{games.in_sample.mean():+.4f} |")
     if (HERE / DIVERSITY).exists():
         div = pd.read_csv(HERE / DIVERSITY)
@@ -299,15 +299,17 @@ def table() -> str:
         improved = read(IMPROVED, boards_from)
         if not len(improved):
             continue
-        for held_out, part in improved.groupby(improved.seed >= 100):
+        parts = [("held out" if held_out else "training", part)
+                 for held_out, part in improved.groupby(improved.seed >= 100)]
+        if len(parts) > 1:
+            parts.append(("all", improved))
+        for kind, part in parts:
             played = per_game(part)
             delta = paired_bootstrap(played.f1.to_numpy(), played.bayes_f1.to_numpy())
             seeds = ", ".join(map(str, sorted(part.seed.unique())))
-            kind = "held out" if held_out else "training"
             lines.append(f"| {boards_from} | {seeds} ({kind}) | {len(played)} | "
                          f"{played.bayes_f1.mean():.4f} | {played.f1.mean():.4f} | "
-                         f"{played.left.mean():.2f} | {delta.mean:+.4f} "
-                         f"[{delta.low:+.4f}, {delta.high:+.4f}] |")
+                         f"{played.left.mean():.2f} | {delta.text()} |")
     return "\n".join(lines) + "\n"
 
 
