@@ -8,26 +8,30 @@
 bayes (importance belief, P = 1,000) plays its own games. At every decision the script also
 values, by rollouts, the actions bayes could have taken instead: its three most likely cells and
 its three best-scored questions (while questions are left). Each candidate is taken on N = 32
-boards drawn from the belief (reweighted to ε = 0.01, as in `grand_rollouts.py`) and each board
-is played to its end by bayes, with the same keys for every candidate (common random numbers).
-A candidate's value is the mean final F1 of its rollouts.
+boards and each board is played to its end by bayes, with the same keys for every candidate
+(common random numbers). A candidate's value is the mean final F1 of its rollouts. The boards
+are drawn (`--boards`) from a fresh importance draw of 32,768 particles (`fresh`, the default)
+or from the belief's own 1,000 particles (`belief`, as in `grand_rollouts.py`), both reweighted
+to ε = 0.01; late in a game the belief's own particles hold only a few distinct boards
+(`--diversity` counts them).
 
 The advantage of the best candidate over bayes's own action is cross-fitted: the best is chosen
 on half of the boards and measured against bayes's action on the other half, and the two
 halves' estimates are averaged, so choosing the best does not bias it upwards. Summed over a
 game's decisions it estimates, to first order (the performance-difference identity along
-bayes's own trajectory), how much F1 the captain that takes the best candidate at every
+the trajectory played), how much F1 the captain that takes the best candidate at every
 decision would add to that game. The in-sample maximum (chosen and measured on the same
 boards) is reported beside it as an upper-biased figure.
 
 With `--improve` the script plays that improved captain itself, on bayes's keys: at every
 decision it takes the candidate with the largest mean gain over bayes's action on all 32
 boards, if that gain exceeds Z = 1 standard error of the paired differences, else bayes's.
+Seeds from 100 on are held out (the table reports them apart).
 
-Writes `grand-advantage-decisions-s<seed>.csv.gz` (one row per decision, one file per seed, so
-seeds can be played by separate processes; `grand-advantage-improved-s<seed>.csv.gz` with
-`--improve`) and `grand-advantage-table.md` beside this file;
-`--table-only` rebuilds the table.
+Writes, beside this file, one row per decision and one file per board source and seed (so seeds
+can be played by separate processes): `grand-advantage-<boards>-s<seed>.csv.gz` (bayes's games)
+or `grand-improved-<boards>-s<seed>.csv.gz` (`--improve`); `grand-advantage-diversity.csv.gz`;
+and `grand-advantage-table.md`, which `--table-only` rebuilds.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 from grand_rollouts import PARAMS, PLAYER, act, init, posterior_boards, turn  # beside this
+from grand_rollouts import play_game as play_rollouts_game
 
 from bsjax.battleship.agents import bayes
 from bsjax.battleship.belief.base import answer_model
@@ -161,8 +166,17 @@ def improved_choice(values: np.ndarray) -> int:
     diffs = values - values[:1]
     mean = diffs.mean(1)
     se = diffs.std(1, ddof=1) / np.sqrt(diffs.shape[1])
-    best = int(np.argmax(np.where(mean > Z * se, mean, -np.inf)))
-    return best if mean[best] > Z * se[best] else 0
+    # A passing gain is > 0 = bayes's own, so bayes (index 0) wins when none passes.
+    return int(np.argmax(np.where(mean > Z * se, mean, 0.0)))
+
+
+def start(board, index: int, seed: int):
+    """The key, first state and carry of a game, as `grand_rollouts.play_game` makes them (with
+    `rollouts=False` it plays bayes's game on these keys)."""
+    key = jax.random.key(10_000 * seed + index)
+    state, carry = init(jax.random.fold_in(key, 1 << 20), PARAMS,
+                        jnp.asarray(board.spans, jnp.int32), jnp.int32(index))
+    return key, state, carry
 
 
 def play_game(board, index: int, seed: int, boards_from: str,
@@ -170,9 +184,7 @@ def play_game(board, index: int, seed: int, boards_from: str,
     """One game of bayes (or, with `improve`, of the captain that takes the best candidate),
     with every decision's rollout values summarised. Same keys as bayes's game: the two
     captains play the same game until their first different choice."""
-    key = jax.random.key(10_000 * seed + index)
-    state, carry = init(jax.random.fold_in(key, 1 << 20), PARAMS,
-                        jnp.asarray(board.spans, jnp.int32), jnp.int32(index))
+    key, state, carry = start(board, index, seed)
     rows = []
     for t in range(GRAND.max_turns):
         k = jax.random.fold_in(key, t)
@@ -197,35 +209,22 @@ def play_game(board, index: int, seed: int, boards_from: str,
     return {"board": board.board_id, "seed": seed, "f1": f1}, rows
 
 
-def bayes_f1(board, index: int, seed: int) -> float:
-    """F1 of bayes's own game on the keys `play_game` uses."""
-    key = jax.random.key(10_000 * seed + index)
-    state, carry = init(jax.random.fold_in(key, 1 << 20), PARAMS,
-                        jnp.asarray(board.spans, jnp.int32), jnp.int32(index))
-    for t in range(GRAND.max_turns):
-        state, carry = turn(jax.random.fold_in(key, t), PARAMS, state, carry)[:2]
-        if bool(state.done):
-            break
-    return float(rules.f1_score(state.shots, state.hits, rules.n_ship_cells(GRAND, state)))
-
-
 def diversity(seed: int) -> None:
     """Along bayes's games: how many distinct boards the 32 drawn for a decision hold, from the
     belief's own particles and from the fresh draw (no rollouts)."""
     rows = []
     for index, board in enumerate(suites.grand_suite()):
-        key = jax.random.key(10_000 * seed + index)
-        state, carry = init(jax.random.fold_in(key, 1 << 20), PARAMS,
-                            jnp.asarray(board.spans, jnp.int32), jnp.int32(index))
+        key, state, carry = start(board, index, seed)
         for t in range(GRAND.max_turns):
-            k_boards = jax.random.fold_in(jax.random.fold_in(key, t), 8)
+            k = jax.random.fold_in(key, t)
+            k_boards = jax.random.fold_in(k, 8)
             row = {"board": board.board_id, "seed": seed, "turn": t,
                    "questions": int(state.questions)}
             for name, drawn in (("belief", posterior_boards(k_boards, state, carry[0])),
                                 ("fresh", fresh_boards(k_boards, state))):
                 row[name] = len({tuple(b) for b in np.asarray(drawn).tolist()})
             rows.append(row)
-            state, carry = turn(jax.random.fold_in(key, t), PARAMS, state, carry)[:2]
+            state, carry = turn(k, PARAMS, state, carry)[:2]
             if bool(state.done):
                 break
     pd.DataFrame(rows).to_csv(HERE / DIVERSITY, index=False)
@@ -241,7 +240,8 @@ def play(seeds: list[int], boards_from: str, improve: bool) -> None:
         rows = []
         for index, board in enumerate(suites.grand_suite()):
             game, decisions = play_game(board, index, seed, boards_from, improve)
-            bayes_game = bayes_f1(board, index, seed) if improve else game["f1"]
+            bayes_game = (play_rollouts_game(board, index, start(board, index, seed)[0],
+                                             rollouts=False)["f1"] if improve else game["f1"])
             rows += [{**d, "f1": game["f1"], "bayes_f1": bayes_game} for d in decisions]
             gain = sum(d["crossfit"] for d in decisions)
             print(f"seed {seed} {board.board_id}: F1 {game['f1']:.3f}, {len(decisions)} "
